@@ -1,0 +1,144 @@
+/**
+ * TanStack AI chat as an Effect `Stream`.
+ *
+ * `chat` takes the options of core `chat()` and returns a
+ * `Stream<StreamChunk, ChatError, R>`, where `R` is the union of the services
+ * its Effect tools need. The tools run in fibers that belong to the stream:
+ * when the stream stops (the consumer returns the iterator, `Stream.take`
+ * ends it, or its fiber is interrupted) the model request is aborted and the
+ * running tool fiber is interrupted, and its finalizers have run before the
+ * stream's finalization completes.
+ *
+ * @since 0.1.0
+ */
+import { chat as coreChat } from "@tanstack/ai"
+import type { AnyTextAdapter, StreamChunk } from "@tanstack/ai"
+import type { TextActivityOptions } from "@tanstack/ai/adapters"
+import { Effect, FiberSet, Schema, Stream } from "effect"
+import { makeRun, RunContext } from "./RunContext.ts"
+import { type EffectTool, isEffectTool, toCoreTool } from "./ServerTool.ts"
+
+/**
+ * A tool that core `chat()` accepts: a core server tool, a client tool or a
+ * bare definition.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type CoreTool<TAdapter extends AnyTextAdapter = AnyTextAdapter> = NonNullable<
+  TextActivityOptions<TAdapter, undefined, true>["tools"]
+>[number]
+
+/**
+ * The options of {@link chat}: those of core `chat()` for a streaming run,
+ * with `tools` that may also hold Effect tools. The stream owns the abort
+ * controller, so there is none to pass.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type ChatOptions<TAdapter extends AnyTextAdapter, Tools extends ReadonlyArray<unknown>> =
+  & Omit<TextActivityOptions<TAdapter, undefined, true>, "tools" | "stream" | "outputSchema" | "abortController">
+  & {
+    readonly tools?: Tools
+    /** The agent's name, provided to tools through `RunContext`. */
+    readonly agent?: string | undefined
+    /** What started this run, provided to tools through `RunContext`. */
+    readonly trigger?: string | undefined
+  }
+
+/**
+ * The services a chat stream needs for its tools: those of every Effect tool,
+ * less the `RunContext` that the stream provides itself.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type ChatRequirements<Tools extends ReadonlyArray<unknown>> = Exclude<
+  EffectTool.Requirements<Tools[number]>,
+  RunContext
+>
+
+/**
+ * Core `chat()` failed outside the model's stream: it rejected its options
+ * (for example two tools with one name) or its iterator threw. Provider
+ * errors do not end up here; they arrive as `RUN_ERROR` chunks.
+ *
+ * @example
+ * ```ts
+ * import * as AI from "@tanstack/ai-effect"
+ * import { Effect, Stream } from "effect"
+ *
+ * declare const stream: Stream.Stream<unknown, AI.ChatError>
+ * const safe = stream.pipe(Stream.catchTag("ChatError", (error) => Stream.make({ failed: error.message })))
+ * ```
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class ChatError extends Schema.TaggedError<ChatError>()("ChatError", {
+  cause: Schema.Defect()
+}) {
+  override get message(): string {
+    return this.cause instanceof Error ? this.cause.message : String(this.cause)
+  }
+}
+
+/**
+ * Runs a TanStack AI chat as an Effect Stream of AG-UI chunks.
+ *
+ * @example
+ * ```ts
+ * import * as AI from "@tanstack/ai-effect"
+ * import { scriptedText } from "@tanstack/ai-effect/testing"
+ * import { Effect, Stream } from "effect"
+ *
+ * const program = AI.chat({
+ *   adapter: scriptedText([{ text: "Hello!" }]),
+ *   messages: [{ role: "user", content: "Hi" }]
+ * }).pipe(
+ *   Stream.filter((chunk) => chunk.type === "TEXT_MESSAGE_CONTENT"),
+ *   Stream.runCollect
+ * )
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const chat = <
+  TAdapter extends AnyTextAdapter,
+  const Tools extends ReadonlyArray<CoreTool<TAdapter> | EffectTool.Any> = []
+>(
+  options: ChatOptions<TAdapter, Tools>
+): Stream.Stream<StreamChunk, ChatError, ChatRequirements<Tools>> =>
+  Stream.unwrap(
+    Effect.gen(function*() {
+      const run = yield* makeRun(options)
+      // Acquired before the controller, so released after it: the model
+      // request is aborted first, then the tool fibers are interrupted and
+      // awaited.
+      const runPromise = yield* FiberSet.makeRuntimePromise<ChatRequirements<Tools>>()
+      const abortController = yield* Effect.acquireRelease(
+        Effect.sync(() => new AbortController()),
+        (controller) => Effect.sync(() => controller.abort())
+      )
+      const runTool: <A, E>(effect: Effect.Effect<A, E, any>) => Promise<A> = (effect) =>
+        runPromise(Effect.provideService(effect, RunContext, run))
+      const { agent: _agent, trigger: _trigger, tools, ...coreOptions } = options
+      const iterable = yield* Effect.try({
+        try: () =>
+          coreChat({
+            ...coreOptions,
+            runId: run.runId,
+            threadId: run.threadId,
+            abortController,
+            stream: true,
+            tools: tools?.map((tool) => isEffectTool(tool) ? toCoreTool(tool, runTool) : tool)
+            // Core's option type is generic over inferred tool tuples; this call
+            // forwards the caller's already checked options.
+          } as unknown as Parameters<typeof coreChat>[0]) as AsyncIterable<StreamChunk>,
+        catch: (cause) => new ChatError({ cause })
+      })
+      return Stream.fromAsyncIterable(iterable, (cause) => new ChatError({ cause }))
+    })
+  )

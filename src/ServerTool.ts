@@ -1,0 +1,291 @@
+/**
+ * Server tools written as Effects.
+ *
+ * `serverTool` pairs a core TanStack AI tool definition with a function that
+ * returns an `Effect` (or a `Stream`). The function's services stay in the
+ * tool's type and become requirements of the `AI.chat` stream, where a Layer
+ * supplies them. A typed failure or a defect of the Effect becomes a tool
+ * error the model reads, and the run goes on.
+ *
+ * @since 0.1.0
+ */
+import type { InferSchemaType, SchemaInput, ServerTool as CoreServerTool, ToolDefinitionInstance, ToolExecutionContext } from "@tanstack/ai"
+import { Cause, Effect, Option, Predicate, Schema, Stream } from "effect"
+import { encodeOutput, isToolSchema } from "./ToolSchema.ts"
+
+const TypeId = "~@tanstack/ai-effect/EffectTool"
+
+/**
+ * What a tool function learns about the call it serves.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ToolCall {
+  /** The model's id of this call. */
+  readonly toolCallId: string
+  /** The name of the tool that was called. */
+  readonly toolName: string
+}
+
+/**
+ * A tool whose implementation is an Effect program. `E` is the typed failure
+ * of that program and `R` the services it needs; `AI.chat` adds `R` to the
+ * requirements of its stream.
+ *
+ * @example
+ * ```ts
+ * import { toolDefinition } from "@tanstack/ai"
+ * import * as AI from "@tanstack/ai-effect"
+ * import { Effect, Schema } from "effect"
+ *
+ * const echo: AI.EffectTool<"echo", { text: string }, { text: string }, never, never> = AI.serverTool(
+ *   toolDefinition({
+ *     name: "echo",
+ *     description: "Echo the text",
+ *     inputSchema: AI.toolSchema(Schema.Struct({ text: Schema.String })),
+ *     outputSchema: AI.toolSchema(Schema.Struct({ text: Schema.String }))
+ *   }),
+ *   ({ text }) => Effect.succeed({ text })
+ * )
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface EffectTool<out Name extends string, in out Input, out Output, out E, out R> {
+  readonly [TypeId]: {
+    readonly _E: (_: never) => E
+    readonly _R: (_: never) => R
+  }
+  readonly name: Name
+  /** The core tool definition: name, description, schemas, approval. */
+  readonly definition: ToolDefinitionInstance<any, any, Name, any, boolean, any>
+  /** Runs one call. */
+  readonly handler: (input: Input, call: ToolCall) => Effect.Effect<Output, E, R> | Stream.Stream<Output, E, R>
+}
+
+/**
+ * Helpers on the type level for {@link EffectTool}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export declare namespace EffectTool {
+  /** Any Effect tool. */
+  export type Any = EffectTool<string, any, any, any, any>
+  /** The services a tool (or a union of tools) needs. */
+  export type Requirements<T> = T extends EffectTool<string, any, any, any, infer R> ? R : never
+  /** The typed failures of a tool (or a union of tools). */
+  export type Error<T> = T extends EffectTool<string, any, any, infer E, any> ? E : never
+}
+
+/**
+ * The name of the `CUSTOM` event that carries progress of a streaming tool:
+ * every element of the tool's Stream but the last is sent as
+ * `{ toolName, progress, toolCallId }`.
+ *
+ * @example
+ * ```ts
+ * import type { StreamChunk } from "@tanstack/ai"
+ * import * as AI from "@tanstack/ai-effect"
+ *
+ * const isProgress = (chunk: StreamChunk) => chunk.type === "CUSTOM" && chunk.name === AI.toolProgressEvent
+ * ```
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const toolProgressEvent = "tool-progress"
+
+/**
+ * The error a model receives when an Effect tool fails: the failure's tag and
+ * message, for a typed failure and for a defect alike.
+ *
+ * @example
+ * ```ts
+ * import * as AI from "@tanstack/ai-effect"
+ *
+ * const error = new AI.ToolCallError({ toolName: "get_order", message: "OrderNotFound: {\"id\":\"B-200\"}" })
+ * error.message // "OrderNotFound: {"id":"B-200"}"
+ * ```
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class ToolCallError extends Schema.TaggedError<ToolCallError>()("ToolCallError", {
+  toolName: Schema.String,
+  message: Schema.String
+}) {}
+
+/**
+ * Makes a tool from a core tool definition and a function that returns an
+ * Effect of the output. The function gets the decoded input. It may return a
+ * Stream instead: every element but the last is sent as a progress event
+ * ({@link toolProgressEvent}), and the last is the result.
+ *
+ * @example
+ * ```ts
+ * import { toolDefinition } from "@tanstack/ai"
+ * import * as AI from "@tanstack/ai-effect"
+ * import { Context, Effect, Schema } from "effect"
+ *
+ * class Db extends Context.Service<Db, {
+ *   readonly findOrder: (id: string) => Effect.Effect<{ status: string }>
+ * }>()("Db") {}
+ *
+ * export const getOrder = AI.serverTool(
+ *   toolDefinition({
+ *     name: "get_order",
+ *     description: "Get the status of an order",
+ *     inputSchema: AI.toolSchema(Schema.Struct({ id: Schema.String })),
+ *     outputSchema: AI.toolSchema(Schema.Struct({ status: Schema.String }))
+ *   }),
+ *   ({ id }) => Effect.flatMap(Db.asEffect(), (db) => db.findOrder(id))
+ * )
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const serverTool = <
+  TInput extends SchemaInput | undefined,
+  TOutput extends SchemaInput | undefined,
+  const Name extends string,
+  E = never,
+  R = never
+>(
+  definition: ToolDefinitionInstance<TInput, TOutput, Name, any, boolean, any>,
+  handler: (
+    input: InferSchemaType<TInput>,
+    call: ToolCall
+  ) => Effect.Effect<InferSchemaType<TOutput>, E, R> | Stream.Stream<InferSchemaType<TOutput>, E, R>
+): EffectTool<Name, InferSchemaType<TInput>, InferSchemaType<TOutput>, E, R> => ({
+  [TypeId]: variance,
+  name: definition.name,
+  definition,
+  handler
+})
+
+const variance = { _E: (_: never) => _, _R: (_: never) => _ }
+
+/**
+ * Whether a value is an {@link EffectTool}.
+ *
+ * @example
+ * ```ts
+ * import * as AI from "@tanstack/ai-effect"
+ *
+ * AI.isEffectTool({ name: "plain" }) // false
+ * ```
+ *
+ * @since 0.1.0
+ * @category guards
+ */
+export const isEffectTool = (u: unknown): u is EffectTool.Any => Predicate.hasProperty(u, TypeId)
+
+/**
+ * Runs an Effect to a Promise with the services captured for one run. The
+ * fibers it starts belong to the run and are interrupted when the run stops.
+ *
+ * @internal
+ */
+export type RunPromise<R> = <A, E>(effect: Effect.Effect<A, E, R>) => Promise<A>
+
+/**
+ * Turns an Effect tool into the core server tool that `chat()` executes.
+ *
+ * @internal
+ */
+export const toCoreTool = <R>(tool: EffectTool<string, unknown, unknown, unknown, R>, runPromise: RunPromise<R>): CoreServerTool<any, any, string, unknown, boolean, any> => {
+  const { definition } = tool
+  const outputSchema = definition.outputSchema
+  const encode = isToolSchema(outputSchema) ? encodeOutput(outputSchema) : undefined
+  return {
+    ...definition,
+    __toolSide: "server",
+    // The result is already encoded by the output schema, so core must not
+    // decode it again; it keeps the JSON Schema for adapters that read it.
+    outputSchema: isToolSchema(outputSchema)
+      ? { "~standard": { ...outputSchema["~standard"], validate: (value: unknown) => ({ value }) } }
+      : outputSchema,
+    execute: (input: unknown, context?: ToolExecutionContext) => {
+      const call: ToolCall = { toolCallId: context?.toolCallId ?? "", toolName: tool.name }
+      const run = runCall(tool, input, call, context).pipe(
+        Effect.flatMap((output) =>
+          encode === undefined
+            ? Effect.succeed(output)
+            : Effect.mapError(encode(output), (error) => new ToolCallError({ toolName: tool.name, message: `Invalid tool output: ${error.message}` }))
+        ),
+        Effect.catchCause((cause) =>
+          Cause.hasInterruptsOnly(cause)
+            ? Effect.failCause(cause)
+            : Effect.fail(new ToolCallError({ toolName: tool.name, message: describeCause(cause) }))
+        ),
+        Effect.withSpan(`AI.tool ${tool.name}`, { attributes: { toolCallId: call.toolCallId } })
+      )
+      return runPromise(run)
+    }
+  }
+}
+
+const runCall = <R>(
+  tool: EffectTool<string, unknown, unknown, unknown, R>,
+  input: unknown,
+  call: ToolCall,
+  context: ToolExecutionContext | undefined
+): Effect.Effect<unknown, unknown, R> =>
+  Effect.suspend(() => {
+    const result = tool.handler(input, call)
+    return Stream.isStream(result) ? lastWithProgress(result, tool.name, context) : result
+  })
+
+/** Runs a tool's Stream: all elements but the last are progress, the last is the result. */
+const lastWithProgress = <A, E, R>(
+  stream: Stream.Stream<A, E, R>,
+  toolName: string,
+  context: ToolExecutionContext | undefined
+): Effect.Effect<A, E | ToolCallError, R> =>
+  Effect.flatMap(
+    Stream.runFold(stream, Option.none<A>, (previous, element) => {
+      if (Option.isSome(previous)) context?.emitCustomEvent(toolProgressEvent, { toolName, progress: previous.value })
+      return Option.some(element)
+    }),
+    Option.match({
+      onNone: () => Effect.fail(new ToolCallError({ toolName, message: "The tool's stream ended without a result" })),
+      onSome: Effect.succeed
+    })
+  )
+
+/**
+ * The text the model reads for a failed tool: `Tag: message` for a tagged
+ * failure (its fields when it has no message), `Name: message` for an Error.
+ *
+ * @internal
+ */
+export const describeCause = (cause: Cause.Cause<unknown>): string => {
+  const reason = cause.reasons.find((r) => Cause.isFailReason(r) || Cause.isDieReason(r))
+  if (reason === undefined) return "The tool call was interrupted"
+  return describeError(Cause.isFailReason(reason) ? reason.error : (reason as Cause.Die).defect)
+}
+
+const describeError = (error: unknown): string => {
+  if (Predicate.isTagged(error, "ToolCallError") && Predicate.hasProperty(error, "message")) return String(error.message)
+  const message = Predicate.hasProperty(error, "message") && Predicate.isString(error.message) ? error.message : ""
+  if (Predicate.hasProperty(error, "_tag") && Predicate.isString(error._tag)) {
+    return `${error._tag}: ${message === "" ? fieldsOf(error) : message}`
+  }
+  if (error instanceof Error) return `${error.name}: ${error.message}`
+  return Predicate.isString(error) ? error : safeJson(error)
+}
+
+const fieldsOf = (error: object): string =>
+  safeJson(Object.fromEntries(Object.entries(error).filter(([key]) => key !== "_tag" && key !== "stack")))
+
+const safeJson = (value: unknown): string => {
+  try {
+    return JSON.stringify(value) ?? String(value)
+  } catch {
+    return String(value)
+  }
+}

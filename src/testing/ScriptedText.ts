@@ -1,0 +1,142 @@
+/**
+ * A text adapter that plays a script instead of calling a model.
+ *
+ * Each call of the adapter (one model turn) plays the next turn of the
+ * script: text deltas, then tool calls. A turn with tool calls finishes with
+ * `finishReason: "tool_calls"`, so core runs the tools and calls the adapter
+ * again. The adapter records the messages and tools it received each turn,
+ * which is what a test asserts the model saw.
+ *
+ * @since 0.1.0
+ */
+import type { ModelMessage, StreamChunk, TextOptions } from "@tanstack/ai"
+import { BaseTextAdapter } from "@tanstack/ai/adapters"
+import type { StructuredOutputResult } from "@tanstack/ai/adapters"
+
+/**
+ * A tool call the scripted model makes.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ScriptedToolCall {
+  readonly name: string
+  /** The arguments as the model would send them (encoded to JSON). */
+  readonly args: unknown
+  /** Defaults to `call_<turn>_<index>`. */
+  readonly id?: string
+}
+
+/**
+ * One model turn: text (one string or its deltas), then tool calls. A
+ * function receives the messages of the turn, so a reply can depend on a
+ * tool result.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type ScriptedTurn =
+  | { readonly text?: string | ReadonlyArray<string>; readonly toolCalls?: ReadonlyArray<ScriptedToolCall> }
+  | ((messages: ReadonlyArray<ModelMessage>) => {
+    readonly text?: string | ReadonlyArray<string>
+    readonly toolCalls?: ReadonlyArray<ScriptedToolCall>
+  })
+
+/**
+ * What the adapter received in one turn.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface RecordedTurn {
+  readonly messages: ReadonlyArray<ModelMessage>
+  readonly toolNames: ReadonlyArray<string>
+  readonly runId: string | undefined
+  readonly threadId: string | undefined
+}
+
+/**
+ * The scripted adapter: a core text adapter with the turns it received.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export class ScriptedTextAdapter extends BaseTextAdapter<"scripted", Record<string, never>, readonly ["text"], any> {
+  readonly name = "scripted"
+  /** The turns played so far, in order. */
+  readonly turns: Array<RecordedTurn> = []
+  readonly #script: ReadonlyArray<ScriptedTurn>
+
+  constructor(script: ReadonlyArray<ScriptedTurn>) {
+    super({}, "scripted")
+    this.#script = script
+  }
+
+  async *chatStream(options: TextOptions<Record<string, never>>): AsyncIterable<StreamChunk> {
+    const index = this.turns.length
+    this.turns.push({
+      messages: structuredClone(options.messages),
+      toolNames: (options.tools ?? []).map((tool) => tool.name),
+      runId: options.runId,
+      threadId: options.threadId
+    })
+    const step = this.#script[index]
+    if (step === undefined) {
+      throw new Error(`The script has ${this.#script.length} turns; turn ${index + 1} was requested`)
+    }
+    const turn = typeof step === "function" ? step(options.messages) : step
+    const base = { model: this.model, timestamp: Date.now() }
+    const runId = options.runId ?? `scripted-run-${index}`
+    const threadId = options.threadId ?? "scripted-thread"
+    const messageId = `msg_${index}`
+    yield { type: "RUN_STARTED", runId, threadId, ...base } as StreamChunk
+    const deltas = turn.text === undefined ? [] : typeof turn.text === "string" ? [turn.text] : turn.text
+    if (deltas.length > 0) {
+      yield { type: "TEXT_MESSAGE_START", messageId, role: "assistant", ...base } as StreamChunk
+      let content = ""
+      for (const delta of deltas) {
+        content += delta
+        yield { type: "TEXT_MESSAGE_CONTENT", messageId, delta, content, ...base } as StreamChunk
+      }
+      yield { type: "TEXT_MESSAGE_END", messageId, ...base } as StreamChunk
+    }
+    const toolCalls = turn.toolCalls ?? []
+    for (const [i, call] of toolCalls.entries()) {
+      const toolCallId = call.id ?? `call_${index}_${i}`
+      const args = JSON.stringify(call.args)
+      yield { type: "TOOL_CALL_START", toolCallId, toolCallName: call.name, toolName: call.name, index: i, ...base } as StreamChunk
+      yield { type: "TOOL_CALL_ARGS", toolCallId, delta: args, ...base } as StreamChunk
+      yield { type: "TOOL_CALL_END", toolCallId, toolCallName: call.name, toolName: call.name, input: call.args, ...base } as StreamChunk
+    }
+    yield {
+      type: "RUN_FINISHED",
+      runId,
+      threadId,
+      finishReason: toolCalls.length > 0 ? "tool_calls" : "stop",
+      ...base
+    } as StreamChunk
+  }
+
+  structuredOutput(): Promise<StructuredOutputResult<unknown>> {
+    return Promise.reject(new Error("The scripted adapter does not produce structured output"))
+  }
+}
+
+/**
+ * Makes a scripted text adapter.
+ *
+ * @example
+ * ```ts
+ * import { scriptedText } from "@tanstack/ai-effect/testing"
+ *
+ * const adapter = scriptedText([
+ *   { toolCalls: [{ name: "get_order", args: { id: "A-100" } }] },
+ *   { text: "Order A-100 has shipped." }
+ * ])
+ * // after a run: adapter.turns[1].messages holds the tool result the model saw
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const scriptedText = (script: ReadonlyArray<ScriptedTurn>): ScriptedTextAdapter => new ScriptedTextAdapter(script)

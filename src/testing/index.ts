@@ -1,0 +1,8 @@
+/**
+ * Test support for `@tanstack/ai-effect`: a scripted text adapter, and a fake
+ * OpenAI Responses API that the real OpenAI adapter talks to over HTTP.
+ *
+ * @since 0.1.0
+ */
+export * from "./FakeOpenAI.ts"
+export * from "./ScriptedText.ts"
