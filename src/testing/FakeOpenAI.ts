@@ -26,6 +26,15 @@ export type FakeTurn =
   | ((request: ResponsesRequest) => FakeReply)
 
 /**
+ * A script: fixed turns played in order, or a model policy that answers every
+ * request (its index counts from 0).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type FakeScript = ReadonlyArray<FakeTurn> | ((request: ResponsesRequest, index: number) => FakeReply)
+
+/**
  * What the fake model answers in one turn.
  *
  * @since 0.1.0
@@ -84,7 +93,7 @@ export interface FakeOpenAIServer {
  * @since 0.1.0
  * @category constructors
  */
-export const startFakeOpenAI = async (script: ReadonlyArray<FakeTurn>): Promise<FakeOpenAIServer> => {
+export const startFakeOpenAI = async (script: FakeScript): Promise<FakeOpenAIServer> => {
   const requests: Array<ResponsesRequest> = []
   let aborted = 0
   const server = createServer((req, res) => {
@@ -100,7 +109,7 @@ export const startFakeOpenAI = async (script: ReadonlyArray<FakeTurn>): Promise<
       const request = JSON.parse(body) as ResponsesRequest
       const index = requests.length
       requests.push(request)
-      const turn = script[index]
+      const turn = typeof script === "function" ? script(request, index) : script[index]
       if (turn === undefined) {
         res.writeHead(500, { "content-type": "application/json" })
         res.end(JSON.stringify({ error: { message: `The script has no turn ${index + 1}`, type: "server_error" } }))
@@ -145,7 +154,7 @@ export const startFakeOpenAI = async (script: ReadonlyArray<FakeTurn>): Promise<
  * @since 0.1.0
  * @category constructors
  */
-export const fakeOpenAI = (script: ReadonlyArray<FakeTurn>): Effect.Effect<FakeOpenAIServer, never, Scope.Scope> =>
+export const fakeOpenAI = (script: FakeScript): Effect.Effect<FakeOpenAIServer, never, Scope.Scope> =>
   Effect.acquireRelease(
     Effect.promise(() => startFakeOpenAI(script)),
     (server) => Effect.promise(() => server.close())
