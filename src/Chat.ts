@@ -122,8 +122,11 @@ export const chat = <
         Effect.sync(() => new AbortController()),
         (controller) => Effect.sync(() => controller.abort())
       )
+      // The fiber yields before the tool's code runs, so that the set holds it
+      // before anything the tool does synchronously can stop the run; a fiber
+      // added to a set that is already closed is interrupted without waiting.
       const runTool: <A, E>(effect: Effect.Effect<A, E, any>) => Promise<A> = (effect) =>
-        runPromise(Effect.provideService(effect, RunContext, run))
+        runPromise(Effect.andThen(Effect.yieldNow, Effect.provideService(effect, RunContext, run)))
       const { agent: _agent, trigger: _trigger, tools, ...coreOptions } = options
       const iterable = yield* Effect.try({
         try: () =>

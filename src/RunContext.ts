@@ -16,7 +16,7 @@ import { Context, Effect, Layer } from "effect"
  * import * as AI from "@tanstack/ai-effect"
  * import { Effect } from "effect"
  *
- * const runId = Effect.map(AI.RunContext.asEffect(), (run) => run.runId)
+ * const runId = Effect.map(Effect.service(AI.RunContext), (run) => run.runId)
  * ```
  *
  * @since 0.1.0

@@ -141,7 +141,7 @@ export class ToolCallError extends Schema.TaggedError<ToolCallError>()("ToolCall
  *     inputSchema: AI.toolSchema(Schema.Struct({ id: Schema.String })),
  *     outputSchema: AI.toolSchema(Schema.Struct({ status: Schema.String }))
  *   }),
- *   ({ id }) => Effect.flatMap(Db.asEffect(), (db) => db.findOrder(id))
+ *   ({ id }) => Effect.flatMap(Effect.service(Db), (db) => db.findOrder(id))
  * )
  * ```
  *

@@ -53,6 +53,12 @@ export interface ToolSchema<S extends Schema.Constraint> {
   readonly jsonSchema: JsonSchema.JsonSchema
   /** Whether `jsonSchema` stays inside OpenAI's strict-mode subset. */
   readonly strict: boolean
+  /**
+   * The keys the model must send. Being a readonly array, it also keeps core
+   * from reading a `ToolSchema` as a plain JSON Schema object, which would
+   * type the tool's input as `unknown`.
+   */
+  readonly required: ReadonlyArray<string>
   readonly "~standard":
     & StandardSchemaV1.Props<S["Type"], S["Type"]>
     & StandardJSONSchemaV1.Props<S["Type"], S["Type"]>
@@ -139,6 +145,7 @@ export const toolSchema = <S extends Schema.Codec<any, any, never, any>>(
     schema,
     jsonSchema,
     strict,
+    required: Array.isArray(jsonSchema.required) ? jsonSchema.required : [],
     "~standard": {
       version: 1,
       vendor: "effect",
@@ -209,6 +216,7 @@ const rewrite = (
   visiting: ReadonlySet<string>
 ): Node => {
   if (!isNode(node)) return {}
+  if (isEmptyStruct(node)) return { ...emptyObject }
   const ref = node["$ref"]
   if (Predicate.isString(ref)) {
     const name = decodeURIComponent(ref.replace(/^#\/definitions\//, ""))
@@ -249,6 +257,12 @@ const rewrite = (
   }
   return out
 }
+
+/** Effect describes an empty struct as "anything but null"; a tool takes it as an object without keys. */
+const isEmptyStruct = (u: unknown): boolean =>
+  isNode(u) && Object.keys(u).length === 1 && isNode(u.not) && u.not.type === "null" && Object.keys(u.not).length === 1
+
+const emptyObject: Node = { type: "object", properties: {}, required: [], additionalProperties: false }
 
 const isNonFiniteNumberStrings = (u: unknown): boolean =>
   isNode(u) && u.type === "string" && Array.isArray(u.enum) &&

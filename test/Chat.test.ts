@@ -1,0 +1,299 @@
+import { toolDefinition } from "@tanstack/ai"
+import type { StreamChunk } from "@tanstack/ai"
+import { describe, expect, it } from "@effect/vitest"
+import * as AI from "@tanstack/ai-effect"
+import { type ScriptedTextAdapter, scriptedText } from "@tanstack/ai-effect/testing"
+import { Context, Data, Deferred, Effect, Fiber, Layer, Ref, Schema, Stream } from "effect"
+
+class OrderNotFound extends Data.TaggedError("OrderNotFound")<{ readonly id: string }> {}
+
+class Orders extends Context.Service<Orders, {
+  readonly status: (id: string) => Effect.Effect<string, OrderNotFound>
+}>()("test/Orders") {
+  static readonly layer = Layer.succeed(Orders, {
+    status: (id) => id === "A-100" ? Effect.succeed("shipped") : Effect.fail(new OrderNotFound({ id }))
+  })
+}
+
+const getOrderDef = toolDefinition({
+  name: "get_order",
+  description: "Get the status of an order",
+  inputSchema: AI.toolSchema(Schema.Struct({ id: Schema.String })),
+  outputSchema: AI.toolSchema(Schema.Struct({ status: Schema.String }))
+})
+
+const getOrder = AI.serverTool(getOrderDef, ({ id }) =>
+  Effect.gen(function*() {
+    const orders = yield* Orders
+    return { status: yield* orders.status(id) }
+  }))
+
+const askFor = (id: string) => [
+  { toolCalls: [{ name: "get_order", args: { id } }] },
+  { text: "Here is what I found." }
+]
+
+const user = (content: string) => [{ role: "user" as const, content }]
+
+/** The states of the tool results in the stream, as the client reads them. */
+const resultStates = (chunks: ReadonlyArray<StreamChunk>) =>
+  chunks.flatMap((chunk) =>
+    chunk.type === "TOOL_CALL_RESULT"
+      ? [(chunk.metadata as { tanstack?: { state?: string } } | undefined)?.tanstack?.state ?? "output-available"]
+      : []
+  )
+
+/** The tool results the model received on a turn, parsed. */
+const toolMessagesOf = (adapter: ScriptedTextAdapter, turn: number) =>
+  (adapter.turns[turn]?.messages ?? []).flatMap((message) =>
+    message.role === "tool" ? [JSON.parse(String(message.content))] : []
+  )
+
+describe("AI.chat", () => {
+  it.effect("an Effect tool reads its services from the Layer provided to the stream", () =>
+    Effect.gen(function*() {
+      const adapter = scriptedText(askFor("A-100"))
+      const chunks = yield* AI.chat({ adapter, messages: user("Where is A-100?"), tools: [getOrder] }).pipe(
+        Stream.provide(Orders.layer),
+        Stream.runCollect
+      )
+      expect(toolMessagesOf(adapter, 1)).toEqual([{ status: "shipped" }])
+      expect(chunks.at(-1)?.type).toBe("RUN_FINISHED")
+    }))
+
+  it.effect("a typed failure becomes a tool error for the model, and the run continues", () =>
+    Effect.gen(function*() {
+      const adapter = scriptedText(askFor("B-200"))
+      const chunks = yield* AI.chat({ adapter, messages: user("Where is B-200?"), tools: [getOrder] }).pipe(
+        Stream.provide(Orders.layer),
+        Stream.runCollect
+      )
+      expect(resultStates(chunks)).toEqual(["output-error"])
+      expect(toolMessagesOf(adapter, 1)).toEqual([{ error: `OrderNotFound: {"id":"B-200"}` }])
+      // The model was called again after the failure and its reply was streamed.
+      expect(adapter.turns).toHaveLength(2)
+      expect(chunks.some((chunk) => chunk.type === "TEXT_MESSAGE_CONTENT")).toBe(true)
+    }))
+
+  it.effect("a Schema.TaggedError failure reaches the model with its tag and message", () =>
+    Effect.gen(function*() {
+      class Forbidden extends Schema.TaggedError<Forbidden>()("Forbidden", { message: Schema.String }) {}
+      const tool = AI.serverTool(getOrderDef, () => Effect.fail(new Forbidden({ message: "not your order" })))
+      const adapter = scriptedText(askFor("A-100"))
+      yield* AI.chat({ adapter, messages: user("?"), tools: [tool] }).pipe(Stream.runDrain)
+      expect(toolMessagesOf(adapter, 1)).toEqual([{ error: "Forbidden: not your order" }])
+    }))
+
+  it.effect("a defect (Effect.die) becomes a tool error for the model, and the run continues", () =>
+    Effect.gen(function*() {
+      const tool = AI.serverTool(getOrderDef, () => Effect.die(new RangeError("index out of range")))
+      const adapter = scriptedText(askFor("A-100"))
+      const chunks = yield* AI.chat({ adapter, messages: user("?"), tools: [tool] }).pipe(Stream.runCollect)
+      expect(resultStates(chunks)).toEqual(["output-error"])
+      expect(toolMessagesOf(adapter, 1)).toEqual([{ error: "RangeError: index out of range" }])
+      expect(adapter.turns).toHaveLength(2)
+    }))
+
+  it.effect("catching the failure in the tool sends the model a normal result", () =>
+    Effect.gen(function*() {
+      const tool = AI.serverTool(getOrderDef, ({ id }) =>
+        Effect.gen(function*() {
+          const orders = yield* Orders
+          return { status: yield* orders.status(id) }
+        }).pipe(Effect.catchTag("OrderNotFound", () => Effect.succeed({ status: "unknown" }))))
+      const adapter = scriptedText(askFor("B-200"))
+      const chunks = yield* AI.chat({ adapter, messages: user("?"), tools: [tool] }).pipe(
+        Stream.provide(Orders.layer),
+        Stream.runCollect
+      )
+      expect(resultStates(chunks)).toEqual(["output-available"])
+      expect(toolMessagesOf(adapter, 1)).toEqual([{ status: "unknown" }])
+    }))
+
+  it.effect("arguments that do not decode are a tool error naming the path, and the tool does not run", () =>
+    Effect.gen(function*() {
+      const runs = yield* Ref.make(0)
+      const tool = AI.serverTool(getOrderDef, () => Effect.as(Ref.update(runs, (n) => n + 1), { status: "x" }))
+      const adapter = scriptedText([{ toolCalls: [{ name: "get_order", args: { id: 42 } }] }, { text: "Sorry." }])
+      yield* AI.chat({ adapter, messages: user("?"), tools: [tool] }).pipe(Stream.runDrain)
+      expect(yield* Ref.get(runs)).toBe(0)
+      const [message] = toolMessagesOf(adapter, 1)
+      expect(message.error).toContain("Input validation failed for tool get_order")
+      expect(message.error).toContain(`Expected string\n  at ["id"]`)
+    }))
+
+  it.effect("the tool's result is encoded by its output schema before the model reads it", () =>
+    Effect.gen(function*() {
+      const def = toolDefinition({
+        name: "next_delivery",
+        description: "When the next delivery comes",
+        inputSchema: AI.toolSchema(Schema.Struct({})),
+        outputSchema: AI.toolSchema(Schema.Struct({ at: Schema.Date }))
+      })
+      const tool = AI.serverTool(def, () => Effect.succeed({ at: new Date("2026-12-24T08:00:00.000Z") }))
+      const adapter = scriptedText([{ toolCalls: [{ name: "next_delivery", args: {} }] }, { text: "ok" }])
+      yield* AI.chat({ adapter, messages: user("?"), tools: [tool] }).pipe(Stream.runDrain)
+      expect(toolMessagesOf(adapter, 1)).toEqual([{ at: "2026-12-24T08:00:00.000Z" }])
+    }))
+
+  it.effect("a result that does not match the output schema is a tool error", () =>
+    Effect.gen(function*() {
+      const tool = AI.serverTool(getOrderDef, () => Effect.succeed({ status: 7 } as unknown as { status: string }))
+      const adapter = scriptedText(askFor("A-100"))
+      yield* AI.chat({ adapter, messages: user("?"), tools: [tool] }).pipe(Stream.runDrain)
+      const [message] = toolMessagesOf(adapter, 1)
+      expect(message.error).toContain(`Invalid tool output: Expected string\n  at ["status"]`)
+    }))
+
+  it.effect("a Stream tool sends every element but the last as progress, and the last is the result", () =>
+    Effect.gen(function*() {
+      const tool = AI.serverTool(getOrderDef, () =>
+        Stream.make({ status: "looking up" }, { status: "found" }, { status: "shipped" }))
+      const adapter = scriptedText(askFor("A-100"))
+      const chunks = yield* AI.chat({ adapter, messages: user("?"), tools: [tool] }).pipe(Stream.runCollect)
+      const progress = chunks.flatMap((chunk) =>
+        chunk.type === "CUSTOM" && chunk.name === AI.toolProgressEvent ? [chunk.value] : []
+      )
+      expect(progress).toEqual([
+        { toolName: "get_order", progress: { status: "looking up" }, toolCallId: "call_0_0" },
+        { toolName: "get_order", progress: { status: "found" }, toolCallId: "call_0_0" }
+      ])
+      expect(toolMessagesOf(adapter, 1)).toEqual([{ status: "shipped" }])
+    }))
+
+  it.effect("mixes Effect tools with core server tools and client tools", () =>
+    Effect.gen(function*() {
+      const weather = toolDefinition({ name: "weather", description: "Weather", inputSchema: AI.toolSchema(Schema.Struct({})) })
+        .server(async () => ({ sky: "clear" }))
+      const notify = toolDefinition({ name: "notify", description: "Show a toast", inputSchema: AI.toolSchema(Schema.Struct({ text: Schema.String })) })
+      const adapter = scriptedText([
+        { toolCalls: [{ name: "get_order", args: { id: "A-100" } }, { name: "weather", args: {} }] },
+        { toolCalls: [{ name: "notify", args: { text: "shipped" } }] }
+      ])
+      const chunks = yield* AI.chat({ adapter, messages: user("?"), tools: [getOrder, weather, notify] }).pipe(
+        Stream.provide(Orders.layer),
+        Stream.runCollect
+      )
+      expect(adapter.turns[0]?.toolNames).toEqual(["get_order", "weather", "notify"])
+      expect(toolMessagesOf(adapter, 1)).toEqual([{ status: "shipped" }, { sky: "clear" }])
+      // The client tool is handed to the client: the run pauses for it.
+      const last = chunks.at(-1)
+      expect(last?.type).toBe("RUN_FINISHED")
+      expect(JSON.stringify(last)).toContain("notify")
+    }))
+
+  it.effect("the tool reads the run's ids from RunContext, and missing ids are generated", () =>
+    Effect.gen(function*() {
+      const seen: Array<AI.RunContext["Service"]> = []
+      const tool = AI.serverTool(getOrderDef, () =>
+        Effect.map(Effect.service(AI.RunContext), (run) => {
+          seen.push(run)
+          return { status: "ok" }
+        }))
+      yield* AI.chat({ adapter: scriptedText(askFor("A-1")), messages: user("?"), runId: "run-7", threadId: "thread-7", tools: [tool] })
+        .pipe(Stream.runDrain)
+      yield* AI.chat({ adapter: scriptedText(askFor("A-1")), messages: user("?"), tools: [tool] }).pipe(Stream.runDrain)
+      expect(seen[0]).toMatchObject({ runId: "run-7", threadId: "thread-7", agent: "chat" })
+      expect(seen[1]?.runId).toMatch(/^run-/)
+      expect(seen[1]?.threadId).toMatch(/^thread-/)
+    }))
+
+  it.effect("passes the run's ids to the model on every turn", () =>
+    Effect.gen(function*() {
+      const adapter = scriptedText(askFor("A-100"))
+      yield* AI.chat({ adapter, messages: user("?"), runId: "run-1", threadId: "thread-1", tools: [getOrder] }).pipe(
+        Stream.provide(Orders.layer),
+        Stream.runDrain
+      )
+      expect(adapter.turns.map((turn) => [turn.runId, turn.threadId])).toEqual([["run-1", "thread-1"], ["run-1", "thread-1"]])
+    }))
+
+  it.effect("core rejecting its options is a typed ChatError, not a defect", () =>
+    Effect.gen(function*() {
+      const error = yield* AI.chat({ adapter: scriptedText([]), messages: user("?"), tools: [getOrder, getOrder] }).pipe(
+        Stream.provide(Orders.layer),
+        Stream.runDrain,
+        Effect.flip
+      )
+      expect(error._tag).toBe("ChatError")
+      expect(error.message).toContain("get_order")
+    }))
+})
+
+describe("AI.chat when the run stops", () => {
+  /**
+   * A tool that reports progress, then waits forever inside a resource. The
+   * first element goes out as progress once the second arrives, since only
+   * the end of the stream tells which element is the result.
+   */
+  const blockingTool = (events: Array<string>, started: Deferred.Deferred<void>) =>
+    AI.serverTool(getOrderDef, () =>
+      Stream.concat(
+        Stream.make({ status: "working" }, { status: "still working" }),
+        Stream.fromEffect(
+          Effect.acquireRelease(
+            Effect.sync(() => events.push("acquired")),
+            () =>
+              Effect.sync(() => {
+                events.push("released")
+              })
+          ).pipe(
+            Effect.andThen(Deferred.succeed(started, undefined)),
+            Effect.andThen(Effect.never),
+            Effect.onInterrupt(() => Effect.sync(() => events.push("interrupted"))),
+            Effect.scoped
+          )
+        )
+      ))
+
+  const isProgress = (chunk: StreamChunk) => chunk.type === "CUSTOM" && chunk.name === AI.toolProgressEvent
+
+  it.live("Stream.take ending the stream interrupts the running tool, whose finalizers have run when the stream ends", () =>
+    Effect.gen(function*() {
+      const events: Array<string> = []
+      const started = yield* Deferred.make<void>()
+      const adapter = scriptedText(askFor("A-100"))
+      const taken = yield* AI.chat({ adapter, messages: user("?"), tools: [blockingTool(events, started)] }).pipe(
+        // Stop right after the first progress event, while the tool is still running.
+        Stream.takeUntil(isProgress),
+        Stream.tap((chunk) => isProgress(chunk) ? Deferred.await(started) : Effect.void),
+        Stream.runCollect
+      )
+      expect(taken.filter(isProgress)).toHaveLength(1)
+      expect(events).toEqual(["acquired", "interrupted", "released"])
+      expect(adapter.turns).toHaveLength(1)
+    }))
+
+  it.live("interrupting the fiber that runs the stream interrupts the tool and runs its finalizers", () =>
+    Effect.gen(function*() {
+      const events: Array<string> = []
+      const started = yield* Deferred.make<void>()
+      const adapter = scriptedText(askFor("A-100"))
+      const fiber = yield* AI.chat({ adapter, messages: user("?"), tools: [blockingTool(events, started)] }).pipe(
+        Stream.runDrain,
+        Effect.forkChild
+      )
+      yield* Deferred.await(started)
+      yield* Fiber.interrupt(fiber)
+      expect(events).toEqual(["acquired", "interrupted", "released"])
+      expect(adapter.turns).toHaveLength(1)
+    }))
+
+  it.live("the consumer returning the async iterator (the browser closing the request) interrupts the tool", () =>
+    Effect.gen(function*() {
+      const events: Array<string> = []
+      const started = yield* Deferred.make<void>()
+      const adapter = scriptedText(askFor("A-100"))
+      const iterator = AI.chat({ adapter, messages: user("?"), tools: [blockingTool(events, started)] })
+        .pipe(Stream.toAsyncIterable)[Symbol.asyncIterator]()
+      yield* Effect.promise(async () => {
+        for (let next = await iterator.next(); !next.done && !isProgress(next.value); next = await iterator.next()) {
+          // read until the tool reports progress
+        }
+      })
+      yield* Deferred.await(started)
+      yield* Effect.promise(() => iterator.return!())
+      expect(events).toEqual(["acquired", "interrupted", "released"])
+      expect(adapter.turns).toHaveLength(1)
+    }))
+})

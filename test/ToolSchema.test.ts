@@ -1,0 +1,144 @@
+import { toolDefinition } from "@tanstack/ai"
+import type { InferToolInput } from "@tanstack/ai"
+import { describe, expect, expectTypeOf, it } from "@effect/vitest"
+import * as AI from "@tanstack/ai-effect"
+import { Schema } from "effect"
+
+const validate = (schema: AI.ToolSchema<Schema.Constraint>, value: unknown) => {
+  const result = schema["~standard"].validate(value)
+  if (result instanceof Promise) throw new Error("validation must be synchronous")
+  return result
+}
+
+const objectsIn = (node: unknown): Array<Record<string, unknown>> => {
+  if (Array.isArray(node)) return node.flatMap(objectsIn)
+  if (node === null || typeof node !== "object") return []
+  const record = node as Record<string, unknown>
+  const self = record.type === "object" ? [record] : []
+  return [...self, ...Object.values(record).flatMap(objectsIn)]
+}
+
+describe("AI.toolSchema", () => {
+  it("decodes the model's arguments into the schema's Type", () => {
+    const schema = AI.toolSchema(Schema.Struct({ id: Schema.String, at: Schema.Date }))
+    const result = validate(schema, { id: "A-100", at: "2026-01-02T03:04:05.000Z" })
+    expect(result.issues).toBeUndefined()
+    expect(result).toEqual({ value: { id: "A-100", at: new Date("2026-01-02T03:04:05.000Z") } })
+  })
+
+  it("closes every object, so that OpenAI strict mode accepts the schema", () => {
+    const schema = AI.toolSchema(Schema.Struct({
+      customer: Schema.Struct({ name: Schema.String, address: Schema.Struct({ city: Schema.String }) }),
+      lines: Schema.Array(Schema.Struct({ sku: Schema.String, quantity: Schema.Int }))
+    }))
+    const objects = objectsIn(schema.jsonSchema)
+    expect(objects).toHaveLength(4)
+    for (const object of objects) expect(object.additionalProperties).toBe(false)
+    expect(schema.strict).toBe(true)
+  })
+
+  it("inlines named definitions instead of referencing them", () => {
+    const Address = Schema.Struct({ city: Schema.String }).annotate({ identifier: "Address" })
+    class Customer extends Schema.Class<Customer>("Customer")({ name: Schema.String }) {}
+    const schema = AI.toolSchema(Schema.Struct({ from: Address, to: Address, customer: Customer }))
+    const text = JSON.stringify(schema.jsonSchema)
+    expect(text).not.toContain("$ref")
+    expect(text).not.toContain("definitions")
+    expect(schema.jsonSchema).toMatchObject({
+      properties: { from: { properties: { city: { type: "string" } } }, customer: { properties: { name: { type: "string" } } } }
+    })
+  })
+
+  it("decodes a null the model sends for an absent optional field as absent", () => {
+    const schema = AI.toolSchema(Schema.Struct({
+      id: Schema.String,
+      note: Schema.optional(Schema.String),
+      limit: Schema.optionalKey(Schema.Int),
+      filter: Schema.optionalKey(Schema.Struct({ status: Schema.optionalKey(Schema.String) }))
+    }))
+    expect(validate(schema, { id: "A-1", note: null, limit: null, filter: { status: null } })).toEqual({
+      value: { id: "A-1", note: undefined, filter: {} }
+    })
+    expect(validate(schema, { id: "A-1" })).toEqual({ value: { id: "A-1" } })
+  })
+
+  it("keeps a null that the schema itself accepts", () => {
+    const schema = AI.toolSchema(Schema.Struct({ parent: Schema.optionalKey(Schema.NullOr(Schema.String)) }))
+    expect(validate(schema, { parent: null })).toEqual({ value: { parent: null } })
+  })
+
+  it("reports a decoding failure with Effect's path and expectation", () => {
+    const schema = AI.toolSchema(Schema.Struct({ order: Schema.Struct({ id: Schema.String }) }))
+    const result = validate(schema, { order: { id: 42 } })
+    expect(result.issues).toHaveLength(1)
+    expect(result.issues?.[0]?.message).toContain("Expected string")
+    expect(result.issues?.[0]?.message).toContain(`["order"]["id"]`)
+  })
+
+  it("offers Schema.Number to the model as a JSON number, without Effect's non-finite strings", () => {
+    const schema = AI.toolSchema(Schema.Struct({ amount: Schema.Number }))
+    expect(schema.jsonSchema).toMatchObject({ properties: { amount: { type: "number" } } })
+    expect(JSON.stringify(schema.jsonSchema)).not.toContain("NaN")
+  })
+
+  it("turns oneOf unions into anyOf, which strict mode accepts", () => {
+    const schema = AI.toolSchema(Schema.Struct({
+      target: Schema.Union([
+        Schema.Struct({ kind: Schema.Literal("issue"), number: Schema.Int }),
+        Schema.Struct({ kind: Schema.Literal("pull"), number: Schema.Int })
+      ])
+    }))
+    const text = JSON.stringify(schema.jsonSchema)
+    expect(text).not.toContain("oneOf")
+    expect(schema.jsonSchema).toMatchObject({ properties: { target: { anyOf: [{ type: "object" }, { type: "object" }] } } })
+    expect(validate(schema, { target: { kind: "pull", number: 7 } })).toEqual({ value: { target: { kind: "pull", number: 7 } } })
+  })
+
+  it.each([
+    ["a record", Schema.Struct({ tags: Schema.Record(Schema.String, Schema.String) }), "$.tags"],
+    ["a tuple", Schema.Struct({ pair: Schema.Tuple([Schema.String, Schema.Int]) }), "$.pair"],
+    ["an unknown value", Schema.Struct({ payload: Schema.Unknown }), "$.payload"]
+  ])("rejects %s when the tool is defined, naming the path", (_, schema, path) => {
+    expect(() => AI.toolSchema(schema)).toThrow(AI.ToolSchemaError)
+    try {
+      AI.toolSchema(schema)
+    } catch (error) {
+      expect((error as AI.ToolSchemaError).path).toBe(path)
+      expect((error as AI.ToolSchemaError).message).toContain("strict: false")
+    }
+  })
+
+  it("rejects a recursive schema, which cannot be inlined", () => {
+    interface Category {
+      readonly name: string
+      readonly children: ReadonlyArray<Category>
+    }
+    const Category = Schema.Struct({
+      name: Schema.String,
+      children: Schema.Array(Schema.suspend((): Schema.Codec<Category> => Category))
+    }).annotate({ identifier: "Category" })
+    expect(() => AI.toolSchema(Schema.Struct({ root: Category }))).toThrow(/recursive/)
+  })
+
+  it("sends a schema outside strict mode as it is when strict: false is asked for", () => {
+    const schema = AI.toolSchema(Schema.Struct({ tags: Schema.Record(Schema.String, Schema.String) }), { strict: false })
+    expect(schema.strict).toBe(false)
+    expect(schema.jsonSchema).toMatchObject({ properties: { tags: { type: "object" } } })
+    expect(validate(schema, { tags: { a: "b" } })).toEqual({ value: { tags: { a: "b" } } })
+  })
+
+  it("gives core a validator and a JSON Schema, the two parts chat() requires", () => {
+    const schema = AI.toolSchema(Schema.Struct({ id: Schema.String }))
+    expect(typeof schema["~standard"].validate).toBe("function")
+    expect(schema["~standard"].jsonSchema.input({ target: "draft-07" })).toEqual(schema.jsonSchema)
+  })
+
+  it("types the tool function's input as the schema's decoded Type", () => {
+    const definition = toolDefinition({
+      name: "schedule",
+      description: "Schedule a delivery",
+      inputSchema: AI.toolSchema(Schema.Struct({ at: Schema.Date, note: Schema.optionalKey(Schema.String) }))
+    })
+    expectTypeOf<InferToolInput<typeof definition>>().toEqualTypeOf<{ readonly at: Date; readonly note?: string }>()
+  })
+})

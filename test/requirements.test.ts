@@ -1,0 +1,63 @@
+/**
+ * Claims about types, checked by `tsc --noEmit` (part of `npm test`): an
+ * `@ts-expect-error` that no longer meets an error fails the type check.
+ */
+import { chatParamsFromRequest, toolDefinition, toServerSentEventsResponse } from "@tanstack/ai"
+import type { StreamChunk } from "@tanstack/ai"
+import * as AI from "@tanstack/ai-effect"
+import { scriptedText } from "@tanstack/ai-effect/testing"
+import { openaiText } from "@tanstack/ai-openai"
+import { describe, expectTypeOf, it } from "@effect/vitest"
+import { Context, Effect, Layer, Schema, Stream } from "effect"
+import { Db, DbLive, type OrderNotFound } from "../examples/orders/db.ts"
+import { getOrder } from "../examples/orders/tools.ts"
+
+class Clock extends Context.Service<Clock, { readonly now: Effect.Effect<number> }>()("test/Clock") {}
+
+describe("requirements of AI.chat", () => {
+  it("keeps the tool Effect's services and typed failure in the tool's type", () => {
+    expectTypeOf(getOrder).toEqualTypeOf<
+      AI.EffectTool<"get_order", { readonly id: string }, { readonly status: string }, OrderNotFound, Db>
+    >()
+  })
+
+  it("makes the services of every Effect tool requirements of the stream, until a Layer provides them", () => {
+    const now = AI.serverTool(
+      toolDefinition({ name: "now", description: "The time", inputSchema: AI.toolSchema(Schema.Struct({})) }),
+      () => Effect.flatMap(Effect.service(Clock), (clock) => clock.now)
+    )
+    const stream = AI.chat({ adapter: scriptedText([]), messages: [], tools: [getOrder, now] })
+    expectTypeOf(stream).toEqualTypeOf<Stream.Stream<StreamChunk, AI.ChatError, Db | Clock>>()
+    const provided = stream.pipe(Stream.provide(Layer.merge(DbLive, Layer.succeed(Clock, { now: Effect.succeed(0) }))))
+    expectTypeOf(provided).toEqualTypeOf<Stream.Stream<StreamChunk, AI.ChatError, never>>()
+  })
+
+  it("requires nothing for a chat without Effect tools, and nothing for RunContext, which the stream provides", () => {
+    const runId = AI.serverTool(
+      toolDefinition({ name: "run_id", description: "The run id", inputSchema: AI.toolSchema(Schema.Struct({})) }),
+      () => Effect.map(Effect.service(AI.RunContext), (run) => run.runId)
+    )
+    expectTypeOf(AI.chat({ adapter: scriptedText([]), messages: [] })).toEqualTypeOf<Stream.Stream<StreamChunk, AI.ChatError, never>>()
+    expectTypeOf(AI.chat({ adapter: scriptedText([]), messages: [], tools: [runId] })).toEqualTypeOf<
+      Stream.Stream<StreamChunk, AI.ChatError, never>
+    >()
+  })
+
+  it("does not compile the seed's route when Stream.provide(DbLive) is removed", () => {
+    // The route of examples/orders/route.ts without Stream.provide(DbLive). It is
+    // type-checked, never called.
+    async function POST(request: Request) {
+      const params = await chatParamsFromRequest(request)
+      const stream = AI.chat({
+        adapter: openaiText("gpt-5.2"),
+        messages: params.messages,
+        threadId: params.threadId,
+        runId: params.runId,
+        tools: [getOrder]
+      })
+      // @ts-expect-error Stream.toAsyncIterable needs a stream whose requirements are met; this one needs Db.
+      return toServerSentEventsResponse(Stream.toAsyncIterable(stream))
+    }
+    expectTypeOf(POST).toBeFunction()
+  })
+})
