@@ -14,9 +14,9 @@
 import { chat as coreChat } from "@tanstack/ai"
 import type { AnyTextAdapter, StreamChunk } from "@tanstack/ai"
 import type { TextActivityOptions } from "@tanstack/ai/adapters"
-import { Effect, FiberSet, Schema, Stream } from "effect"
+import { Effect, Schema, Stream } from "effect"
 import { makeRun, RunContext } from "./RunContext.ts"
-import { type EffectTool, isEffectTool, toCoreTool } from "./ServerTool.ts"
+import { type EffectTool, wrapToolsForRun } from "./ServerTool.ts"
 
 /**
  * A tool that core `chat()` accepts: a core server tool, a client tool or a
@@ -114,20 +114,15 @@ export const chat = <
   Stream.unwrap(
     Effect.gen(function*() {
       const run = yield* makeRun(options)
+      const { agent: _agent, trigger: _trigger, tools, ...coreOptions } = options
       // Acquired before the controller, so released after it: the model
       // request is aborted first, then the tool fibers are interrupted and
       // awaited.
-      const runPromise = yield* FiberSet.makeRuntimePromise<ChatRequirements<Tools>>()
+      const coreTools = yield* Effect.provideService(wrapToolsForRun(tools ?? []), RunContext, run)
       const abortController = yield* Effect.acquireRelease(
         Effect.sync(() => new AbortController()),
         (controller) => Effect.sync(() => controller.abort())
       )
-      // The fiber yields before the tool's code runs, so that the set holds it
-      // before anything the tool does synchronously can stop the run; a fiber
-      // added to a set that is already closed is interrupted without waiting.
-      const runTool: <A, E>(effect: Effect.Effect<A, E, any>) => Promise<A> = (effect) =>
-        runPromise(Effect.andThen(Effect.yieldNow, Effect.provideService(effect, RunContext, run)))
-      const { agent: _agent, trigger: _trigger, tools, ...coreOptions } = options
       const iterable = yield* Effect.try({
         try: () =>
           coreChat({
@@ -136,7 +131,7 @@ export const chat = <
             threadId: run.threadId,
             abortController,
             stream: true,
-            tools: tools?.map((tool) => isEffectTool(tool) ? toCoreTool(tool, runTool) : tool)
+            tools: coreTools
             // Core's option type is generic over inferred tool tuples; this call
             // forwards the caller's already checked options.
           } as unknown as Parameters<typeof coreChat>[0]) as AsyncIterable<StreamChunk>,

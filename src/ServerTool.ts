@@ -10,7 +10,9 @@
  * @since 0.1.0
  */
 import type { InferSchemaType, SchemaInput, ServerTool as CoreServerTool, ToolDefinitionInstance, ToolExecutionContext } from "@tanstack/ai"
-import { Cause, Effect, Option, Predicate, Schema, Stream } from "effect"
+import type { Scope } from "effect"
+import { Cause, Effect, FiberSet, Option, Predicate, Schema, Stream } from "effect"
+import { RunContext } from "./RunContext.ts"
 import { encodeOutput, isToolSchema } from "./ToolSchema.ts"
 
 const TypeId = "~@tanstack/ai-effect/EffectTool"
@@ -185,19 +187,60 @@ const variance = { _E: (_: never) => _, _R: (_: never) => _ }
 export const isEffectTool = (u: unknown): u is EffectTool.Any => Predicate.hasProperty(u, TypeId)
 
 /**
- * Runs an Effect to a Promise with the services captured for one run. The
- * fibers it starts belong to the run and are interrupted when the run stops.
+ * Turns the Effect tools of a list into the core server tools that core
+ * `chat()` executes, for one run; other tools pass through unchanged. The
+ * tools run with the services of this Effect, and in fibers that belong to its
+ * scope: closing the scope interrupts a running tool and waits for its
+ * finalizers. `AI.chat` does this for you; use it for a custom loop or a test
+ * that calls core `chat()` itself.
  *
- * @internal
+ * @example
+ * ```ts
+ * import { chat } from "@tanstack/ai"
+ * import * as AI from "@tanstack/ai-effect"
+ * import { scriptedText } from "@tanstack/ai-effect/testing"
+ * import { Effect } from "effect"
+ *
+ * declare const tools: ReadonlyArray<AI.EffectTool<string, any, any, never, AI.EffectStore>>
+ *
+ * const program = Effect.scoped(Effect.gen(function*() {
+ *   const coreTools = yield* AI.wrapToolsForRun(tools)
+ *   const stream = chat({ adapter: scriptedText([{ text: "hi" }]), messages: [], tools: coreTools })
+ *   return yield* Effect.promise(() => Array.fromAsync(stream))
+ * })).pipe(
+ *   Effect.provide(AI.EffectStore.layerMemory()),
+ *   Effect.provide(AI.RunContext.layer({ runId: "run-1", threadId: "t-1", agent: "test", trigger: "test" }))
+ * )
+ * ```
+ *
+ * @since 0.1.0
+ * @category run
  */
-export type RunPromise<R> = <A, E>(effect: Effect.Effect<A, E, R>) => Promise<A>
+export const wrapToolsForRun = <const Tools extends ReadonlyArray<unknown>>(
+  tools: Tools
+): Effect.Effect<
+  Array<Exclude<Tools[number], EffectTool.Any> | CoreServerTool<any, any, string, unknown, boolean, any>>,
+  never,
+  Scope.Scope | RunContext | EffectTool.Requirements<Tools[number]>
+> =>
+  Effect.gen(function*() {
+    const run = yield* RunContext
+    const runPromise = yield* FiberSet.makeRuntimePromise<EffectTool.Requirements<Tools[number]>>()
+    // The fiber yields before the tool's code runs, so that the set holds it
+    // before anything the tool does synchronously can stop the run; a fiber
+    // added to a set that is already closed is interrupted without waiting.
+    const runTool: RunPromise = (effect) =>
+      runPromise(Effect.andThen(Effect.yieldNow, Effect.provideService(effect, RunContext, run)))
+    return tools.map((tool) => isEffectTool(tool) ? toCoreTool(tool, runTool) : tool as Exclude<Tools[number], EffectTool.Any>)
+  })
 
-/**
- * Turns an Effect tool into the core server tool that `chat()` executes.
- *
- * @internal
- */
-export const toCoreTool = <R>(tool: EffectTool<string, unknown, unknown, unknown, R>, runPromise: RunPromise<R>): CoreServerTool<any, any, string, unknown, boolean, any> => {
+/** Runs a tool's Effect to a Promise, in a fiber of the run. */
+type RunPromise = <A, E>(effect: Effect.Effect<A, E, any>) => Promise<A>
+
+const toCoreTool = (
+  tool: EffectTool.Any,
+  runPromise: RunPromise
+): CoreServerTool<any, any, string, unknown, boolean, any> => {
   const { definition } = tool
   const outputSchema = definition.outputSchema
   const encode = isToolSchema(outputSchema) ? encodeOutput(outputSchema) : undefined
@@ -229,14 +272,14 @@ export const toCoreTool = <R>(tool: EffectTool<string, unknown, unknown, unknown
   }
 }
 
-const runCall = <R>(
-  tool: EffectTool<string, unknown, unknown, unknown, R>,
+const runCall = (
+  tool: EffectTool.Any,
   input: unknown,
   call: ToolCall,
   context: ToolExecutionContext | undefined
-): Effect.Effect<unknown, unknown, R> =>
+): Effect.Effect<unknown, unknown, unknown> =>
   Effect.suspend(() => {
-    const result = tool.handler(input, call)
+    const result: Effect.Effect<unknown, unknown, unknown> | Stream.Stream<unknown, unknown, unknown> = tool.handler(input, call)
     return Stream.isStream(result) ? lastWithProgress(result, tool.name, context) : result
   })
 
@@ -260,10 +303,8 @@ const lastWithProgress = <A, E, R>(
 /**
  * The text the model reads for a failed tool: `Tag: message` for a tagged
  * failure (its fields when it has no message), `Name: message` for an Error.
- *
- * @internal
  */
-export const describeCause = (cause: Cause.Cause<unknown>): string => {
+const describeCause = (cause: Cause.Cause<unknown>): string => {
   const reason = cause.reasons.find((r) => Cause.isFailReason(r) || Cause.isDieReason(r))
   if (reason === undefined) return "The tool call was interrupted"
   return describeError(Cause.isFailReason(reason) ? reason.error : (reason as Cause.Die).defect)

@@ -206,7 +206,7 @@ const toModelJsonSchema = (schema: Schema.Constraint, strict: boolean): JsonSche
   return out
 }
 
-const isNode = (u: unknown): u is Node => Predicate.isObject(u) && !Array.isArray(u)
+const isNode: (u: unknown) => u is Node = Predicate.isObject
 
 /** Inlines definitions, turns `oneOf` into `anyOf` and drops non-finite number strings. */
 const rewrite = (

@@ -8,7 +8,12 @@
  *
  * @since 0.1.0
  */
+export * from "./Agent.ts"
 export * from "./Chat.ts"
+export * as EffectKey from "./EffectKey.ts"
+export { canonicalJson, EffectKeyError, effectMarker, findEffectMarker, sha256Hex } from "./EffectKey.ts"
+export * from "./EffectStore.ts"
+export * from "./Reconcile.ts"
 export * from "./RunContext.ts"
 export * from "./ServerTool.ts"
 export * from "./ToolSchema.ts"

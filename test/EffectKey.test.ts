@@ -1,0 +1,91 @@
+import { createHash } from "node:crypto"
+import { describe, expect, it } from "@effect/vitest"
+import * as AI from "@tanstack/ai-effect"
+import { Effect, Result } from "effect"
+
+const run = { runId: "run-1", threadId: "thread-1", agent: "responder", trigger: "webhook" }
+
+describe("AI.canonicalJson", () => {
+  it("sorts object keys, so equal inputs give equal text whatever their key order", () => {
+    expect(AI.canonicalJson({ b: 1, a: { d: 2, c: 3 } })).toEqual(AI.canonicalJson({ a: { c: 3, d: 2 }, b: 1 }))
+    expect(AI.canonicalJson({ b: 1, a: { d: 2, c: 3 } })).toEqual(Result.succeed(`{"a":{"c":3,"d":2},"b":1}`))
+  })
+
+  it("drops undefined from objects and writes it as null in arrays, as JSON does", () => {
+    expect(AI.canonicalJson({ a: undefined, b: [undefined, 1] })).toEqual(Result.succeed(`{"b":[null,1]}`))
+  })
+
+  it("serializes values with toJSON, such as a Date, through toJSON", () => {
+    expect(AI.canonicalJson({ at: new Date("2026-12-02T10:00:00.000Z") })).toEqual(
+      Result.succeed(`{"at":"2026-12-02T10:00:00.000Z"}`)
+    )
+  })
+
+  it("fails with an EffectKeyError naming the path of a BigInt", () => {
+    const result = AI.canonicalJson({ order: { total: 10n } })
+    expect(Result.isFailure(result) && result.failure).toMatchObject({ _tag: "EffectKeyError", path: "$.order.total" })
+  })
+
+  it("fails with an EffectKeyError naming the path of a cycle", () => {
+    const node: Record<string, unknown> = { name: "root", children: [] }
+    ;(node.children as Array<unknown>).push(node)
+    const result = AI.canonicalJson(node)
+    expect(Result.isFailure(result) && result.failure).toMatchObject({ _tag: "EffectKeyError", path: "$.children[0]" })
+  })
+
+  it("accepts a value that appears twice without being a cycle", () => {
+    const shared = { id: 1 }
+    expect(AI.canonicalJson({ a: shared, b: shared })).toEqual(Result.succeed(`{"a":{"id":1},"b":{"id":1}}`))
+  })
+})
+
+describe("AI.EffectKey", () => {
+  it.effect("perRun is <runId>:<toolName>:<sha256 hex of the canonical JSON input>", () =>
+    Effect.gen(function*() {
+      const key = yield* AI.EffectKey.perRun({ issue: 7, body: "Thanks" }, { run, toolName: "comment", toolCallId: "call_1" })
+      const digest = createHash("sha256").update(`{"body":"Thanks","issue":7}`).digest("hex")
+      expect(key).toBe(`run-1:comment:${digest}`)
+    }))
+
+  it.effect("perRun gives the same key for the same input in another key order, and another key in another run", () =>
+    Effect.gen(function*() {
+      const context = { run, toolName: "comment", toolCallId: "call_1" }
+      const a = yield* AI.EffectKey.perRun({ issue: 7, body: "x" }, context)
+      const b = yield* AI.EffectKey.perRun({ body: "x", issue: 7 }, { ...context, toolCallId: "call_2" })
+      const c = yield* AI.EffectKey.perRun({ issue: 7, body: "x" }, { ...context, run: { ...run, runId: "run-2" } })
+      expect(a).toBe(b)
+      expect(c).not.toBe(a)
+    }))
+
+  it("perToolCall is <threadId>:<toolName>:<toolCallId>, the same in every run of the thread", () => {
+    const context = { run, toolName: "comment", toolCallId: "call_1" }
+    expect(AI.EffectKey.perToolCall({ issue: 7 }, context)).toBe("thread-1:comment:call_1")
+    expect(AI.EffectKey.perToolCall({ issue: 7 }, { ...context, run: { ...run, runId: "run-2" } })).toBe(
+      "thread-1:comment:call_1"
+    )
+  })
+})
+
+describe("AI.effectMarker", () => {
+  it("is the hidden HTML comment <!-- chamberu:effect=<key> -->, byte for byte", () => {
+    expect(AI.effectMarker("run-1:comment:42")).toBe("<!-- chamberu:effect=run-1:comment:42 -->")
+  })
+
+  it.each(["a-->b", "a--!>b", "a>b", "a<!--b", "two words", "50%", "a---b", "ends-"])(
+    "cannot end the HTML comment early, and reads back as the same key: %s",
+    (key) => {
+      const marker = AI.effectMarker(key)
+      const inner = marker.slice("<!--".length, -"-->".length)
+      expect(inner).not.toContain("--")
+      expect(inner).not.toContain(">")
+      expect(inner).not.toContain("<")
+      expect(AI.findEffectMarker(`before ${marker} after`)).toEqual([key])
+    }
+  )
+
+  it("findEffectMarker returns the keys of every marker in a text, in order", () => {
+    const text = `Hello\n${AI.effectMarker("k1")}\nand ${AI.effectMarker("k2")}`
+    expect(AI.findEffectMarker(text)).toEqual(["k1", "k2"])
+    expect(AI.findEffectMarker("no marker here <!-- other comment -->")).toEqual([])
+  })
+})
