@@ -50,6 +50,7 @@ export type ScriptedTurn =
  */
 export interface RecordedTurn {
   readonly messages: ReadonlyArray<ModelMessage>
+  readonly systemPrompts: ReadonlyArray<string>
   readonly toolNames: ReadonlyArray<string>
   readonly runId: string | undefined
   readonly threadId: string | undefined
@@ -76,6 +77,7 @@ export class ScriptedTextAdapter extends BaseTextAdapter<"scripted", Record<stri
     const index = this.turns.length
     this.turns.push({
       messages: structuredClone(options.messages),
+      systemPrompts: (options.systemPrompts ?? []).map((prompt) => typeof prompt === "string" ? prompt : prompt.content),
       toolNames: (options.tools ?? []).map((tool) => tool.name),
       runId: options.runId,
       threadId: options.threadId

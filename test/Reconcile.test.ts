@@ -1,0 +1,548 @@
+import { chat as coreChat, toolDefinition } from "@tanstack/ai"
+import type { StreamChunk } from "@tanstack/ai"
+import { describe, expect, it } from "@effect/vitest"
+import * as AI from "@tanstack/ai-effect"
+import { type ScriptedTextAdapter, scriptedText } from "@tanstack/ai-effect/testing"
+import { Data, Deferred, Effect, Fiber, Layer, Logger, Metric, Option, Ref, Schema, Stream, Tracer } from "effect"
+import { TestClock } from "effect/testing"
+
+class PostFailed extends Data.TaggedError("PostFailed")<{ readonly reason: string }> {}
+
+const commentDef = toolDefinition({
+  name: "comment",
+  description: "Posts a comment on the issue.",
+  inputSchema: AI.toolSchema(Schema.Struct({ issue: Schema.Int, body: Schema.String })),
+  outputSchema: AI.toolSchema(Schema.Struct({ commentId: Schema.Int }))
+})
+
+/**
+ * A remote issue tracker in memory: the comments it holds, and counters of
+ * how often each step of the pipeline reached it.
+ */
+const makeTracker = Effect.gen(function*() {
+  const comments = yield* Ref.make<Array<{ readonly issue: number; readonly body: string }>>([])
+  const executed = yield* Ref.make(0)
+  const checked = yield* Ref.make(0)
+  const post = (issue: number, body: string) =>
+    Effect.gen(function*() {
+      yield* Ref.update(executed, (n) => n + 1)
+      const all = yield* Ref.updateAndGet(comments, (list) => [...list, { issue, body }])
+      return { commentId: all.length }
+    })
+  const find = (key: string, issue: number) =>
+    Effect.gen(function*() {
+      yield* Ref.update(checked, (n) => n + 1)
+      const all = yield* Ref.get(comments)
+      const index = all.findIndex((comment) => comment.issue === issue && AI.findEffectMarker(comment.body).includes(key))
+      return index === -1 ? Option.none() : Option.some({ commentId: index + 1 })
+    })
+  return { comments, executed, checked, post, find }
+})
+
+type Tracker = Effect.Success<typeof makeTracker>
+
+const commentTool = (tracker: Tracker, options: { readonly reconcile?: boolean } = {}) =>
+  AI.effectTool(
+    commentDef,
+    ({ issue, body }, { key }) => tracker.post(issue, `${body}\n${AI.effectMarker(key)}`),
+    options.reconcile === false ? {} : { alreadyApplied: (key, { issue }) => tracker.find(key, issue) }
+  )
+
+const run = { runId: "run-1", threadId: "thread-1", agent: "responder", trigger: "test" }
+
+const commentOn = (issue: number, body = "Thanks for the report") => ({ name: "comment", args: { issue, body } })
+
+const user = [{ role: "user" as const, content: "Answer the new issues" }]
+
+/** The tool results the model read on a turn, parsed. */
+const toolResultsOf = (adapter: ScriptedTextAdapter, turn: number) =>
+  (adapter.turns[turn]?.messages ?? []).flatMap((message) =>
+    message.role === "tool" ? [JSON.parse(String(message.content))] : []
+  )
+
+/** Runs one chat over the given store and returns the adapter, to read what the model saw. */
+const runChat = (
+  store: AI.EffectStore["Service"],
+  tools: ReadonlyArray<AI.EffectTool.Any>,
+  script: ReadonlyArray<Parameters<typeof scriptedText>[0][number]>,
+  ids: { readonly runId?: string; readonly threadId?: string } = run
+) =>
+  Effect.gen(function*() {
+    const adapter = scriptedText(script)
+    const chunks = yield* AI.chat({ adapter, messages: user, ...ids, tools }).pipe(
+      Stream.provideService(AI.EffectStore, store),
+      Stream.runCollect
+    )
+    return { adapter, chunks }
+  })
+
+const memoryStore = Effect.flatMap(
+  Layer.build(AI.EffectStore.layerMemory()),
+  (context) => Effect.succeed(context.mapUnsafe.get(AI.EffectStore.key) as AI.EffectStore["Service"])
+)
+
+const withStore = <A, E, R>(f: (store: AI.EffectStore["Service"]) => Effect.Effect<A, E, R>) =>
+  Effect.scoped(Effect.flatMap(Effect.service(AI.EffectStore), f).pipe(Effect.provide(AI.EffectStore.layerMemory())))
+
+const defaultKey = (input: { issue: number; body: string }, runId = run.runId) =>
+  AI.EffectKey.perRun(input, { run: { ...run, runId }, toolName: "comment", toolCallId: "" })
+
+describe("effect tools: what happens on every call", () => {
+  it.effect("1. a recorded result is returned, and neither alreadyApplied nor execute runs", () =>
+    withStore((store) =>
+      Effect.gen(function*() {
+        const tracker = yield* makeTracker
+        const key = yield* defaultKey({ issue: 7, body: "Thanks for the report" })
+        yield* store.put(key, { output: { commentId: 41 }, outcome: "applied", recordedAt: 0 })
+        const { adapter } = yield* runChat(store, [commentTool(tracker)], [{ toolCalls: [commentOn(7)] }, { text: "Done" }])
+        expect(toolResultsOf(adapter, 1)).toEqual([{ commentId: 41 }])
+        expect(yield* Ref.get(tracker.checked)).toBe(0)
+        expect(yield* Ref.get(tracker.executed)).toBe(0)
+      })
+    ))
+
+  it.effect("2. a remote check that finds the effect records and returns its result, and execute does not run", () =>
+    withStore((store) =>
+      Effect.gen(function*() {
+        const tracker = yield* makeTracker
+        const key = yield* defaultKey({ issue: 7, body: "Thanks for the report" })
+        // An earlier attempt posted the comment and crashed before recording it.
+        yield* Ref.set(tracker.comments, [{ issue: 7, body: `Thanks\n${AI.effectMarker(key)}` }])
+        const { adapter } = yield* runChat(store, [commentTool(tracker)], [{ toolCalls: [commentOn(7)] }, { text: "Done" }])
+        expect(toolResultsOf(adapter, 1)).toEqual([{ commentId: 1 }])
+        expect(yield* Ref.get(tracker.executed)).toBe(0)
+        expect(yield* store.get(key)).toEqual(Option.some({ output: { commentId: 1 }, outcome: "reconciled", recordedAt: 0 }))
+      })
+    ))
+
+  it.effect("2. a remote check that finds nothing goes on to execute", () =>
+    withStore((store) =>
+      Effect.gen(function*() {
+        const tracker = yield* makeTracker
+        yield* runChat(store, [commentTool(tracker)], [{ toolCalls: [commentOn(7)] }, { text: "Done" }])
+        expect(yield* Ref.get(tracker.checked)).toBe(1)
+        expect(yield* Ref.get(tracker.executed)).toBe(1)
+      })
+    ))
+
+  it.effect("3. otherwise execute runs and its result is recorded", () =>
+    withStore((store) =>
+      Effect.gen(function*() {
+        const tracker = yield* makeTracker
+        const { adapter } = yield* runChat(store, [commentTool(tracker, { reconcile: false })], [
+          { toolCalls: [commentOn(7)] },
+          { text: "Done" }
+        ])
+        expect(toolResultsOf(adapter, 1)).toEqual([{ commentId: 1 }])
+        const key = yield* defaultKey({ issue: 7, body: "Thanks for the report" })
+        expect(yield* store.get(key)).toEqual(Option.some({ output: { commentId: 1 }, outcome: "applied", recordedAt: 0 }))
+        const comments = yield* Ref.get(tracker.comments)
+        expect(comments.map((comment) => AI.findEffectMarker(comment.body))).toEqual([[key]])
+      })
+    ))
+
+  const failures = [
+    ["execute fails with a typed failure", "execute", Effect.fail(new PostFailed({ reason: "rate limited" })), `PostFailed: {"reason":"rate limited"}`],
+    ["execute dies with a defect", "execute", Effect.die(new Error("socket hang up")), "Error: socket hang up"],
+    ["alreadyApplied fails with a typed failure", "alreadyApplied", Effect.fail(new PostFailed({ reason: "search down" })), `PostFailed: {"reason":"search down"}`],
+    ["alreadyApplied dies with a defect", "alreadyApplied", Effect.die(new TypeError("bad page")), "TypeError: bad page"]
+  ] as const
+
+  for (const [name, where, failure, message] of failures) {
+    it.effect(`4. when ${name}, nothing is recorded, the model gets a tool error, and a retry still applies the effect`, () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          const tracker = yield* makeTracker
+          const failing = AI.effectTool(
+            commentDef,
+            (input, call) => where === "execute" ? failure : tracker.post(input.issue, call.key),
+            { alreadyApplied: (key, input) => where === "alreadyApplied" ? failure : tracker.find(key, input.issue) }
+          )
+          const first = yield* runChat(store, [failing], [{ toolCalls: [commentOn(7)] }, { text: "Sorry" }])
+          expect(toolResultsOf(first.adapter, 1)).toEqual([{ error: message }])
+          const key = yield* defaultKey({ issue: 7, body: "Thanks for the report" })
+          expect(yield* store.get(key)).toEqual(Option.none())
+
+          yield* runChat(store, [commentTool(tracker)], [{ toolCalls: [commentOn(7)] }, { text: "Done" }])
+          expect((yield* Ref.get(tracker.comments)).length).toBe(1)
+        })
+      ))
+  }
+
+  it.effect("5. identical calls of one step share one application: one execute, and both callers get its result", () =>
+    withStore((store) =>
+      Effect.gen(function*() {
+        const tracker = yield* makeTracker
+        const { adapter } = yield* runChat(store, [commentTool(tracker)], [
+          { toolCalls: [commentOn(7), commentOn(7)] },
+          { text: "Done" }
+        ])
+        expect(yield* Ref.get(tracker.executed)).toBe(1)
+        expect(toolResultsOf(adapter, 1)).toEqual([{ commentId: 1 }, { commentId: 1 }])
+      })
+    ))
+
+  it.live("5. concurrent identical callers through wrapToolsForRun share one application", () =>
+    withStore((store) =>
+      Effect.gen(function*() {
+        const gate = yield* Deferred.make<void>()
+        const executed = yield* Ref.make(0)
+        const slow = AI.effectTool(commentDef, () =>
+          Effect.gen(function*() {
+            yield* Ref.update(executed, (n) => n + 1)
+            yield* Deferred.await(gate)
+            return { commentId: 99 }
+          }))
+        const [tool] = yield* AI.wrapToolsForRun([slow]).pipe(
+          Effect.provideService(AI.RunContext, run),
+          Effect.provideService(AI.EffectStore, store)
+        )
+        const call = (toolCallId: string) =>
+          Effect.promise(() => Promise.resolve(tool!.execute!({ issue: 7, body: "x" }, { toolCallId, emitCustomEvent: () => {} })))
+        const callers = yield* Effect.forkChild(Effect.all([call("a"), call("b"), call("c")], { concurrency: "unbounded" }))
+        yield* Effect.sleep("20 millis")
+        yield* Deferred.succeed(gate, undefined)
+        expect(yield* Fiber.join(callers)).toEqual([{ commentId: 99 }, { commentId: 99 }, { commentId: 99 }])
+        expect(yield* Ref.get(executed)).toBe(1)
+      })
+    ))
+
+  it.live("5. two concurrent runs in one process with the same key share one application", () =>
+    withStore((store) =>
+      Effect.gen(function*() {
+        const gate = yield* Deferred.make<void>()
+        const executed = yield* Ref.make(0)
+        const slow = AI.effectTool(
+          commentDef,
+          () =>
+            Effect.gen(function*() {
+              yield* Ref.update(executed, (n) => n + 1)
+              yield* Deferred.await(gate)
+              return { commentId: 5 }
+            }),
+          { effectKey: ({ issue }) => `release:comment:${issue}` }
+        )
+        const runs = yield* Effect.forkChild(Effect.all([
+          runChat(store, [slow], [{ toolCalls: [commentOn(7, "one")] }, { text: "Done" }], { runId: "run-a" }),
+          runChat(store, [slow], [{ toolCalls: [commentOn(7, "two")] }, { text: "Done" }], { runId: "run-b" })
+        ], { concurrency: 2 }))
+        yield* Effect.sleep("30 millis")
+        yield* Deferred.succeed(gate, undefined)
+        const [a, b] = yield* Fiber.join(runs)
+        expect(yield* Ref.get(executed)).toBe(1)
+        expect(toolResultsOf(a.adapter, 1)).toEqual([{ commentId: 5 }])
+        expect(toolResultsOf(b.adapter, 1)).toEqual([{ commentId: 5 }])
+      })
+    ))
+
+  it.effect("6. the default key applies the same call with the same input once per run, and again in another run", () =>
+    withStore((store) =>
+      Effect.gen(function*() {
+        const tracker = yield* makeTracker
+        const tools = [commentTool(tracker, { reconcile: false })]
+        yield* runChat(store, tools, [{ toolCalls: [commentOn(7)] }, { toolCalls: [commentOn(7)] }, { text: "Done" }])
+        expect(yield* Ref.get(tracker.executed)).toBe(1)
+        yield* runChat(store, tools, [{ toolCalls: [commentOn(7, "Different body")] }, { text: "Done" }])
+        expect(yield* Ref.get(tracker.executed)).toBe(2)
+        yield* runChat(store, tools, [{ toolCalls: [commentOn(7)] }, { text: "Done" }], { runId: "run-2" })
+        expect(yield* Ref.get(tracker.executed)).toBe(3)
+      })
+    ))
+
+  it.effect("6. a custom key makes one comment per run and issue, whatever the body says", () =>
+    withStore((store) =>
+      Effect.gen(function*() {
+        const tracker = yield* makeTracker
+        const perIssue = AI.effectTool(
+          commentDef,
+          ({ issue, body }, { key }) => tracker.post(issue, `${body}\n${AI.effectMarker(key)}`),
+          { effectKey: ({ issue }, { run }) => `${run.runId}:comment:${issue}` }
+        )
+        const { adapter } = yield* runChat(store, [perIssue], [
+          { toolCalls: [commentOn(7, "First answer")] },
+          { toolCalls: [commentOn(7, "Second thoughts")] },
+          { text: "Done" }
+        ])
+        expect(yield* Ref.get(tracker.executed)).toBe(1)
+        expect(toolResultsOf(adapter, 2)).toEqual([{ commentId: 1 }, { commentId: 1 }])
+        expect(AI.findEffectMarker((yield* Ref.get(tracker.comments))[0]!.body)).toEqual(["run-1:comment:7"])
+      })
+    ))
+
+  it.effect("6. an input a key cannot be made from is a tool error naming the path, and nothing runs", () =>
+    withStore((store) =>
+      Effect.gen(function*() {
+        const tracker = yield* makeTracker
+        const withTotal = AI.effectTool(
+          commentDef,
+          ({ issue, body }) => tracker.post(issue, body),
+          { effectKey: (input, context) => AI.EffectKey.perRun({ ...input, total: 10n }, context) }
+        )
+        const { adapter } = yield* runChat(store, [withTotal], [{ toolCalls: [commentOn(7)] }, { text: "Sorry" }])
+        expect(toolResultsOf(adapter, 1)).toEqual([{
+          error: "EffectKeyError: No effect key can be made from the input: a BigInt has no JSON form at $.total"
+        }])
+        expect(yield* Ref.get(tracker.executed)).toBe(0)
+      })
+    ))
+
+  it.effect("7. when recording fails after the effect, the call succeeds, a warning with the key is logged, and alreadyApplied guards the retry", () =>
+    Effect.gen(function*() {
+      const tracker = yield* makeTracker
+      const memory = yield* memoryStore
+      const writable = yield* Ref.make(false)
+      const store = AI.EffectStore.of({
+        get: memory.get,
+        put: (key, recorded) =>
+          Effect.flatMap(Ref.get(writable), (ok) =>
+            ok ? memory.put(key, recorded) : Effect.fail(new AI.EffectStoreError({ operation: "put", key, cause: new Error("disk full") })))
+      })
+      const logs: Array<{ level: string; message: unknown; annotations: Record<string, unknown> }> = []
+      const captured = Logger.make((options) => {
+        const entry = Logger.formatStructured.log(options)
+        logs.push({ level: entry.level, message: entry.message, annotations: entry.annotations })
+      })
+      const first = yield* runChat(store, [commentTool(tracker)], [{ toolCalls: [commentOn(7)] }, { text: "Done" }]).pipe(
+        Effect.provide(Logger.layer([captured]))
+      )
+      expect(toolResultsOf(first.adapter, 1)).toEqual([{ commentId: 1 }])
+      const key = yield* defaultKey({ issue: 7, body: "Thanks for the report" })
+      const warning = logs.find((log) => log.level === "WARN")
+      expect(warning?.annotations).toMatchObject({ effectKey: key, tool: "comment" })
+      expect(String(warning?.message)).toContain("could not be written")
+
+      yield* Ref.set(writable, true)
+      const retry = yield* runChat(store, [commentTool(tracker)], [{ toolCalls: [commentOn(7)] }, { text: "Done" }])
+      expect(toolResultsOf(retry.adapter, 1)).toEqual([{ commentId: 1 }])
+      expect((yield* Ref.get(tracker.comments)).length).toBe(1)
+      expect(yield* store.get(key)).toMatchObject(Option.some({ outcome: "reconciled" }))
+    }).pipe(Effect.scoped))
+
+  it.effect("8. when the store cannot be read, the call fails closed: a tool error, and execute does not run", () =>
+    Effect.gen(function*() {
+      const tracker = yield* makeTracker
+      const down = AI.EffectStore.of({
+        get: (key) => Effect.fail(new AI.EffectStoreError({ operation: "get", key, cause: new Error("connection refused") })),
+        put: () => Effect.void
+      })
+      const { adapter } = yield* runChat(down, [commentTool(tracker)], [{ toolCalls: [commentOn(7)] }, { text: "Sorry" }])
+      const [result] = toolResultsOf(adapter, 1)
+      expect(result.error).toMatch(/^EffectStoreError: EffectStore get failed for run-1:comment:[0-9a-f]{64}: connection refused$/)
+      expect(yield* Ref.get(tracker.checked)).toBe(0)
+      expect(yield* Ref.get(tracker.executed)).toBe(0)
+    }))
+
+  it.effect("8. a record the output schema cannot decode fails closed too", () =>
+    withStore((store) =>
+      Effect.gen(function*() {
+        const tracker = yield* makeTracker
+        const key = yield* defaultKey({ issue: 7, body: "Thanks for the report" })
+        yield* store.put(key, { output: { commentId: "not a number" }, outcome: "applied", recordedAt: 0 })
+        const { adapter } = yield* runChat(store, [commentTool(tracker)], [{ toolCalls: [commentOn(7)] }, { text: "Sorry" }])
+        expect(toolResultsOf(adapter, 1)[0].error).toContain("EffectStoreError")
+        expect(yield* Ref.get(tracker.executed)).toBe(0)
+      })
+    ))
+
+  it.effect("9. a streaming execute records its last element, and a replay returns it without running the stream again", () =>
+    withStore((store) =>
+      Effect.gen(function*() {
+        const pulled = yield* Ref.make(0)
+        const pushing = AI.effectTool(commentDef, () =>
+          Stream.make({ commentId: 1 }, { commentId: 2 }, { commentId: 3 }).pipe(
+            Stream.tap(() => Ref.update(pulled, (n) => n + 1))
+          ))
+        const first = yield* runChat(store, [pushing], [{ toolCalls: [commentOn(7)] }, { text: "Done" }])
+        const progress = first.chunks.filter((chunk: StreamChunk) => chunk.type === "CUSTOM" && chunk.name === AI.toolProgressEvent)
+        expect(progress).toHaveLength(2)
+        expect(toolResultsOf(first.adapter, 1)).toEqual([{ commentId: 3 }])
+        const key = yield* defaultKey({ issue: 7, body: "Thanks for the report" })
+        expect(yield* store.get(key)).toMatchObject(Option.some({ output: { commentId: 3 } }))
+
+        const replay = yield* runChat(store, [pushing], [{ toolCalls: [commentOn(7)] }, { text: "Done" }])
+        expect(toolResultsOf(replay.adapter, 1)).toEqual([{ commentId: 3 }])
+        expect(yield* Ref.get(pulled)).toBe(3)
+      })
+    ))
+
+  it.live("10. interrupted while execute runs: finalizers run, nothing is recorded, and a retry reconciles through alreadyApplied", () =>
+    withStore((store) =>
+      Effect.gen(function*() {
+        const tracker = yield* makeTracker
+        const posted = yield* Deferred.make<void>()
+        const events: Array<string> = []
+        // Posts the comment, then hangs before returning: the crash window.
+        const hanging = AI.effectTool(
+          commentDef,
+          ({ issue, body }, { key }) =>
+            Effect.acquireRelease(Effect.sync(() => events.push("open")), () => Effect.sync(() => events.push("close"))).pipe(
+              Effect.andThen(tracker.post(issue, `${body}\n${AI.effectMarker(key)}`)),
+              Effect.andThen(Deferred.succeed(posted, undefined)),
+              Effect.andThen(Effect.never),
+              Effect.scoped
+            ),
+          { alreadyApplied: (key, { issue }) => tracker.find(key, issue) }
+        )
+        const crashed = yield* Effect.forkChild(runChat(store, [hanging], [{ toolCalls: [commentOn(7)] }, { text: "Done" }]))
+        yield* Deferred.await(posted)
+        yield* Fiber.interrupt(crashed)
+        expect(events).toEqual(["open", "close"])
+        const key = yield* defaultKey({ issue: 7, body: "Thanks for the report" })
+        expect(yield* store.get(key)).toEqual(Option.none())
+
+        const retry = yield* runChat(store, [hanging], [{ toolCalls: [commentOn(7)] }, { text: "Done" }])
+        expect(toolResultsOf(retry.adapter, 1)).toEqual([{ commentId: 1 }])
+        expect((yield* Ref.get(tracker.comments)).length).toBe(1)
+        expect(yield* store.get(key)).toMatchObject(Option.some({ outcome: "reconciled" }))
+      })
+    ))
+})
+
+describe("effect tools beyond the seed", () => {
+  it.effect("perToolCall: a resubmitted request with a new run id does not apply the call of its history again", () =>
+    withStore((store) =>
+      Effect.gen(function*() {
+        const tracker = yield* makeTracker
+        const perCall = AI.effectTool(commentDef, ({ issue, body }) => tracker.post(issue, body), {
+          effectKey: AI.EffectKey.perToolCall
+        })
+        const first = yield* runChat(store, [perCall], [{ toolCalls: [{ ...commentOn(7), id: "call_7" }] }, { text: "Done" }], {
+          runId: "run-1",
+          threadId: "thread-9"
+        })
+        // The client resubmits the conversation up to the tool call, without its
+        // result, in a new run: core executes that call again before the model.
+        const history = [
+          ...user,
+          { role: "assistant" as const, content: null, toolCalls: [{ id: "call_7", type: "function" as const, function: { name: "comment", arguments: JSON.stringify({ issue: 7, body: "Thanks for the report" }) } }] }
+        ]
+        const adapter = scriptedText([{ text: "Done again" }])
+        yield* AI.chat({ adapter, messages: history, runId: "run-2", threadId: "thread-9", tools: [perCall] }).pipe(
+          Stream.provideService(AI.EffectStore, store),
+          Stream.runDrain
+        )
+        expect(toolResultsOf(first.adapter, 1)).toEqual([{ commentId: 1 }])
+        expect(toolResultsOf(adapter, 0)).toEqual([{ commentId: 1 }])
+        expect(yield* Ref.get(tracker.executed)).toBe(1)
+      })
+    ))
+
+  it.effect("the default key applies that resubmitted call again, since its run id is new", () =>
+    withStore((store) =>
+      Effect.gen(function*() {
+        const tracker = yield* makeTracker
+        const perRun = AI.effectTool(commentDef, ({ issue, body }) => tracker.post(issue, body))
+        const history = [
+          ...user,
+          { role: "assistant" as const, content: null, toolCalls: [{ id: "call_7", type: "function" as const, function: { name: "comment", arguments: JSON.stringify({ issue: 7, body: "x" }) } }] }
+        ]
+        for (const runId of ["run-1", "run-2"]) {
+          yield* AI.chat({ adapter: scriptedText([{ text: "Done" }]), messages: history, runId, threadId: "thread-9", tools: [perRun] }).pipe(
+            Stream.provideService(AI.EffectStore, store),
+            Stream.runDrain
+          )
+        }
+        expect(yield* Ref.get(tracker.executed)).toBe(2)
+      })
+    ))
+
+  it.effect("a Remote reconciler is a service supplied by a Layer, and its requirement joins the tool's", () =>
+    withStore((store) =>
+      Effect.gen(function*() {
+        class CommentExists extends AI.Remote<CommentExists, { readonly issue: number; readonly body: string }, { readonly commentId: number }>()(
+          "test/CommentExists"
+        ) {}
+        const tracker = yield* makeTracker
+        const tool = AI.effectTool(commentDef, ({ issue, body }) => tracker.post(issue, body), { alreadyApplied: CommentExists })
+        const found = Layer.succeed(CommentExists, { alreadyApplied: () => Effect.succeed(Option.some({ commentId: 77 })) })
+        const adapter = scriptedText([{ toolCalls: [commentOn(7)] }, { text: "Done" }])
+        yield* AI.chat({ adapter, messages: user, tools: [tool] }).pipe(
+          Stream.provide(found),
+          Stream.provideService(AI.EffectStore, store),
+          Stream.runDrain
+        )
+        expect(toolResultsOf(adapter, 1)).toEqual([{ commentId: 77 }])
+        expect(yield* Ref.get(tracker.executed)).toBe(0)
+      })
+    ))
+
+  it.effect("wrapToolsForRun passes tools that are not Effect tools through unchanged", () =>
+    withStore((store) =>
+      Effect.gen(function*() {
+        const tracker = yield* makeTracker
+        const plain = toolDefinition({ name: "plain", description: "A core tool", inputSchema: AI.toolSchema(Schema.Struct({})) })
+          .server(async () => "ok")
+        const definitionOnly = toolDefinition({ name: "client_side", description: "A client tool" })
+        const wrapped = yield* AI.wrapToolsForRun([plain, definitionOnly, commentTool(tracker)]).pipe(
+          Effect.provideService(AI.RunContext, run),
+          Effect.provideService(AI.EffectStore, store)
+        )
+        expect(wrapped[0]).toBe(plain)
+        expect(wrapped[1]).toBe(definitionOnly)
+        expect(wrapped[2]).toMatchObject({ __toolSide: "server", name: "comment" })
+      })
+    ).pipe(Effect.scoped))
+
+  it.live("wrapToolsForRun's tools run in core chat() outside AI.chat", () =>
+    withStore((store) =>
+      Effect.gen(function*() {
+        const tracker = yield* makeTracker
+        const adapter = scriptedText([{ toolCalls: [commentOn(7)] }, { text: "Done" }])
+        const tools = yield* AI.wrapToolsForRun([commentTool(tracker)]).pipe(
+          Effect.provideService(AI.RunContext, run),
+          Effect.provideService(AI.EffectStore, store)
+        )
+        yield* Effect.promise(() => Array.fromAsync(coreChat({ adapter, messages: user, tools, runId: run.runId, threadId: run.threadId })))
+        expect(toolResultsOf(adapter, 1)).toEqual([{ commentId: 1 }])
+      })
+    ).pipe(Effect.scoped))
+
+  it.effect("each call runs in a span named after the tool, with the key and the outcome, and is counted by outcome", () =>
+    withStore((store) =>
+      Effect.gen(function*() {
+        const spans: Array<Tracer.NativeSpan> = []
+        const tracer = Tracer.make({
+          span: (options) => {
+            const span = new Tracer.NativeSpan(options)
+            spans.push(span)
+            return span
+          }
+        })
+        const tracker = yield* makeTracker
+        const counter = (outcome: AI.Outcome) =>
+          Metric.value(Metric.withAttributes(AI.effectToolCalls, { tool: "comment", outcome }))
+        const before = { applied: (yield* counter("applied")).count, recorded: (yield* counter("recorded")).count }
+        yield* runChat(store, [commentTool(tracker)], [{ toolCalls: [commentOn(7)] }, { toolCalls: [commentOn(7)] }, { text: "Done" }])
+          .pipe(Effect.withTracer(tracer))
+        const toolSpans = spans.filter((span) => span.name === "AI.tool comment")
+        expect(toolSpans.map((span) => span.attributes.get("effect.outcome"))).toEqual(["applied", "recorded"])
+        const key = yield* defaultKey({ issue: 7, body: "Thanks for the report" })
+        expect(toolSpans.map((span) => span.attributes.get("effect.key"))).toEqual([key, key])
+        expect((yield* counter("applied")).count - before.applied).toBe(1)
+        expect((yield* counter("recorded")).count - before.recorded).toBe(1)
+      })
+    ))
+})
+
+describe("EffectStore.layerMemory", () => {
+  const recorded = (n: number): AI.Recorded => ({ output: n, outcome: "applied", recordedAt: 0 })
+
+  it.effect("keeps at most its capacity, dropping the oldest records first", () =>
+    Effect.gen(function*() {
+      const store = yield* AI.EffectStore
+      for (const key of ["a", "b", "c"]) yield* store.put(key, recorded(1))
+      expect(yield* store.get("a")).toEqual(Option.none())
+      expect(Option.isSome(yield* store.get("b"))).toBe(true)
+      expect(Option.isSome(yield* store.get("c"))).toBe(true)
+    }).pipe(Effect.provide(AI.EffectStore.layerMemory({ capacity: 2 }))))
+
+  it.effect("forgets a record once its time to live has passed", () =>
+    Effect.gen(function*() {
+      const store = yield* AI.EffectStore
+      yield* store.put("k", recorded(1))
+      yield* TestClock.adjust("59 minutes")
+      expect(Option.isSome(yield* store.get("k"))).toBe(true)
+      yield* TestClock.adjust("2 minutes")
+      expect(yield* store.get("k")).toEqual(Option.none())
+    }).pipe(Effect.provide(AI.EffectStore.layerMemory({ timeToLive: "1 hour" }))))
+})
