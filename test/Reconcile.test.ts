@@ -235,6 +235,40 @@ describe("effect tools: what happens on every call", () => {
       })
     ))
 
+  it.live("5. when the call that applies the effect is interrupted, a waiting identical call takes over and reconciles", () =>
+    withStore((store) =>
+      Effect.gen(function*() {
+        const tracker = yield* makeTracker
+        const posted = yield* Deferred.make<void>()
+        const attempts = yield* Ref.make(0)
+        // The first attempt posts, then hangs before it returns: its run is then interrupted.
+        const tool = AI.effectTool(
+          commentDef,
+          ({ issue, body }, { key }) =>
+            Effect.gen(function*() {
+              const attempt = yield* Ref.updateAndGet(attempts, (n) => n + 1)
+              const comment = yield* tracker.post(issue, `${body}\n${AI.effectMarker(key)}`)
+              if (attempt === 1) {
+                yield* Deferred.succeed(posted, undefined)
+                return yield* Effect.never
+              }
+              return comment
+            }),
+          { effectKey: ({ issue }) => `release:comment:${issue}`, alreadyApplied: (key, { issue }) => tracker.find(key, issue) }
+        )
+        const first = yield* Effect.forkChild(runChat(store, [tool], [{ toolCalls: [commentOn(7)] }, { text: "Done" }], { runId: "run-a" }))
+        yield* Deferred.await(posted)
+        const second = yield* Effect.forkChild(runChat(store, [tool], [{ toolCalls: [commentOn(7)] }, { text: "Done" }], { runId: "run-b" }))
+        yield* Effect.sleep("20 millis")
+        expect(yield* Ref.get(attempts)).toBe(1) // the second call waits for the first
+        yield* Fiber.interrupt(first)
+        const { adapter } = yield* Fiber.join(second)
+        expect(toolResultsOf(adapter, 1)).toEqual([{ commentId: 1 }])
+        expect(yield* Ref.get(attempts)).toBe(1)
+        expect((yield* Ref.get(tracker.comments)).length).toBe(1)
+      })
+    ))
+
   it.effect("6. the default key applies the same call with the same input once per run, and again in another run", () =>
     withStore((store) =>
       Effect.gen(function*() {
