@@ -11,7 +11,8 @@
 import type { AnyTextAdapter, StreamChunk } from "@tanstack/ai"
 import { Effect, Stream } from "effect"
 import { chat, type ChatError, type ChatOptions, type ChatRequirements, type CoreTool } from "./Chat.ts"
-import { makeRun, type RunContext } from "./RunContext.ts"
+import { makeRun } from "./internal/run.ts"
+import type { RunContext } from "./RunContext.ts"
 import type { EffectTool } from "./ServerTool.ts"
 
 /**

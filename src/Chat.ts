@@ -15,7 +15,8 @@ import { chat as coreChat } from "@tanstack/ai"
 import type { AnyTextAdapter, StreamChunk } from "@tanstack/ai"
 import type { TextActivityOptions } from "@tanstack/ai/adapters"
 import { Effect, Schema, Stream } from "effect"
-import { makeRun, RunContext } from "./RunContext.ts"
+import { makeRun } from "./internal/run.ts"
+import { RunContext } from "./RunContext.ts"
 import { type EffectTool, wrapToolsForRun } from "./ServerTool.ts"
 
 /**

@@ -191,8 +191,9 @@ export const effectTool = <
   type Input = InferSchemaType<TInput>
   type Output = InferSchemaType<TOutput>
   const toolName = definition.name
+  // The output schema's Type is the tool's Output; the guard only knows "some schema".
   const codec = isToolSchema(definition.outputSchema)
-    ? Schema.toCodecJson(definition.outputSchema.schema as Schema.Codec<Output, unknown>)
+    ? definition.outputSchema.codec as Schema.Codec<Output, Schema.Json>
     : undefined
   const keyOf = options?.effectKey ?? perRun
   const alreadyApplied = options?.alreadyApplied
@@ -208,7 +209,7 @@ export const effectTool = <
     codec === undefined
       // Without an Effect output schema the result is what the model reads as JSON.
       ? Effect.succeed(output as Schema.Json)
-      : Schema.encodeEffect(codec)(output) as Effect.Effect<Schema.Json, Schema.SchemaError>
+      : Schema.encodeEffect(codec)(output)
 
   /** A record the output schema cannot decode is a record that cannot be read. */
   const fromStored = (key: string, recorded: Recorded): Effect.Effect<Output, EffectStoreError> =>

@@ -6,7 +6,7 @@
  *
  * @since 0.1.0
  */
-import { Context, Effect, Layer } from "effect"
+import { Context, Layer } from "effect"
 
 /**
  * The identity of one run: its ids, the agent that runs it and what started it.
@@ -42,22 +42,3 @@ export class RunContext extends Context.Service<RunContext, {
    */
   static readonly layer = (run: RunContext["Service"]): Layer.Layer<RunContext> => Layer.succeed(RunContext, run)
 }
-
-/**
- * Fills in the ids a caller left out.
- *
- * @internal
- */
-export const makeRun = Effect.fnUntraced(function*(options: {
-  readonly runId?: string | undefined
-  readonly threadId?: string | undefined
-  readonly agent?: string | undefined
-  readonly trigger?: string | undefined
-}) {
-  return RunContext.of({
-    runId: options.runId ?? (yield* Effect.sync(() => `run-${crypto.randomUUID()}`)),
-    threadId: options.threadId ?? (yield* Effect.sync(() => `thread-${crypto.randomUUID()}`)),
-    agent: options.agent ?? "chat",
-    trigger: options.trigger ?? "chat"
-  })
-})

@@ -13,7 +13,7 @@ import type { InferSchemaType, SchemaInput, ServerTool as CoreServerTool, ToolDe
 import type { Scope } from "effect"
 import { Cause, Effect, FiberSet, Option, Predicate, Schema, Stream } from "effect"
 import { RunContext } from "./RunContext.ts"
-import { encodeOutput, isToolSchema } from "./ToolSchema.ts"
+import { isToolSchema } from "./ToolSchema.ts"
 
 const TypeId = "~@tanstack/ai-effect/EffectTool"
 
@@ -243,7 +243,7 @@ const toCoreTool = (
 ): CoreServerTool<any, any, string, unknown, boolean, any> => {
   const { definition } = tool
   const outputSchema = definition.outputSchema
-  const encode = isToolSchema(outputSchema) ? encodeOutput(outputSchema) : undefined
+  const encode = isToolSchema(outputSchema) ? Schema.encodeUnknownEffect(outputSchema.codec) : undefined
   return {
     ...definition,
     __toolSide: "server",

@@ -49,6 +49,8 @@ export interface ToolSchema<S extends Schema.Constraint> {
   readonly [TypeId]: typeof TypeId
   /** The Effect Schema this tool schema was made from. */
   readonly schema: S
+  /** The schema's canonical JSON codec: it decodes arguments and encodes results. */
+  readonly codec: Schema.toCodecJson<S>
   /** The JSON Schema sent to the provider. */
   readonly jsonSchema: JsonSchema.JsonSchema
   /** Whether `jsonSchema` stays inside OpenAI's strict-mode subset. */
@@ -143,6 +145,7 @@ export const toolSchema = <S extends Schema.Codec<any, any, never, any>>(
   return {
     [TypeId]: TypeId,
     schema,
+    codec,
     jsonSchema,
     strict,
     required: Array.isArray(jsonSchema.required) ? jsonSchema.required : [],
@@ -171,15 +174,7 @@ export const toolSchema = <S extends Schema.Codec<any, any, never, any>>(
  * @since 0.1.0
  * @category guards
  */
-export const isToolSchema = (u: unknown): u is ToolSchema<Schema.Constraint> => Predicate.hasProperty(u, TypeId)
-
-/**
- * Encodes a tool result with its output schema into the JSON the model reads.
- *
- * @internal
- */
-export const encodeOutput = (schema: ToolSchema<Schema.Constraint>) =>
-  Schema.encodeUnknownEffect(Schema.toCodecJson(schema.schema as Schema.Codec<unknown, unknown>))
+export const isToolSchema = (u: unknown): u is ToolSchema<Schema.Codec<unknown, unknown>> => Predicate.hasProperty(u, TypeId)
 
 const issuesOf = (cause: Cause.Cause<Schema.SchemaError>): ReadonlyArray<StandardSchemaV1.Issue> =>
   Option.match(Cause.findErrorOption(cause), {

@@ -10,7 +10,7 @@ import { openaiText } from "@tanstack/ai-openai"
 import { describe, expectTypeOf, it } from "@effect/vitest"
 import { Context, Effect, Layer, Schema, Stream } from "effect"
 import { Db, DbLive, type OrderNotFound } from "../examples/orders/db.ts"
-import { getOrder } from "../examples/orders/tools.ts"
+import { getOrder, getOrderDef } from "../examples/orders/tools.ts"
 
 class Clock extends Context.Service<Clock, { readonly now: Effect.Effect<number> }>()("test/Clock") {}
 
@@ -40,6 +40,14 @@ describe("requirements of AI.chat", () => {
     expectTypeOf(AI.chat({ adapter: scriptedText([]), messages: [] })).toEqualTypeOf<Stream.Stream<StreamChunk, AI.ChatError, never>>()
     expectTypeOf(AI.chat({ adapter: scriptedText([]), messages: [], tools: [runId] })).toEqualTypeOf<
       Stream.Stream<StreamChunk, AI.ChatError, never>
+    >()
+  })
+
+  it("makes the store and the Remote reconciler of an effect tool requirements of the stream", () => {
+    class Exists extends AI.Remote<Exists, { readonly id: string }, { readonly status: string }>()("test/Exists") {}
+    const tool = AI.effectTool(getOrderDef, ({ id }) => Effect.succeed({ status: id }), { alreadyApplied: Exists })
+    expectTypeOf(AI.chat({ adapter: scriptedText([]), messages: [], tools: [tool] })).toEqualTypeOf<
+      Stream.Stream<StreamChunk, AI.ChatError, AI.EffectStore | Exists>
     >()
   })
 

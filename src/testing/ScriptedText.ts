@@ -59,6 +59,14 @@ export interface RecordedTurn {
 /**
  * The scripted adapter: a core text adapter with the turns it received.
  *
+ * @example
+ * ```ts
+ * import { ScriptedTextAdapter } from "@tanstack/ai-effect/testing"
+ *
+ * const adapter = new ScriptedTextAdapter([{ text: "Hi!" }])
+ * adapter.turns // filled in as core calls the adapter, one entry a turn
+ * ```
+ *
  * @since 0.1.0
  * @category models
  */
