@@ -101,8 +101,10 @@ export class EffectStore extends Context.Service<EffectStore, {
 }>()("@tanstack/ai-effect/EffectStore") {
   /**
    * The embedded store: in memory, bounded, with an optional time to live.
-   * It keeps records for the life of the process, so it guards retries within
-   * one process; use a durable store when retries can reach another process.
+   * Each build of the layer is a new, empty store, so build it once for the
+   * process (a `ManagedRuntime`, or the layer of the whole app), not once per
+   * request. It guards retries within one process; use a durable store when
+   * retries can reach another process.
    *
    * @example
    * ```ts

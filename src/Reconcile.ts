@@ -24,7 +24,7 @@ import { Cause, Clock, Context, Deferred, Effect, Exit, Metric, Option, Ref, Sch
 import { type EffectKeyError, type KeyStrategy, perRun } from "./EffectKey.ts"
 import { EffectStore, EffectStoreError, type Recorded } from "./EffectStore.ts"
 import { RunContext } from "./RunContext.ts"
-import { type EffectTool, serverTool, type ToolCall } from "./ServerTool.ts"
+import { type EffectTool, serverTool, type ToolCall, type ToolHandler } from "./ServerTool.ts"
 import { isToolSchema } from "./ToolSchema.ts"
 
 /**
@@ -176,10 +176,7 @@ export const effectTool = <
   R2 = never
 >(
   definition: ToolDefinitionInstance<TInput, TOutput, Name, any, boolean, any>,
-  execute: (
-    input: InferSchemaType<TInput>,
-    call: EffectCall
-  ) => Effect.Effect<InferSchemaType<TOutput>, E, R> | Stream.Stream<InferSchemaType<TOutput>, E, R>,
+  execute: ToolHandler<InferSchemaType<TInput>, InferSchemaType<TOutput>, E, R, EffectCall>,
   options?: EffectToolOptions<InferSchemaType<TInput>, InferSchemaType<TOutput>, E2, R2>
 ): EffectTool<
   Name,

@@ -31,6 +31,18 @@ export interface ToolCall {
 }
 
 /**
+ * The implementation of a tool: from the decoded input to an Effect of the
+ * output, or to a Stream whose last element is the output.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type ToolHandler<Input, Output, E, R, Call = ToolCall> = (
+  input: Input,
+  call: Call
+) => Effect.Effect<Output, E, R> | Stream.Stream<Output, E, R>
+
+/**
  * A tool whose implementation is an Effect program. `E` is the typed failure
  * of that program and `R` the services it needs; `AI.chat` adds `R` to the
  * requirements of its stream.
@@ -64,7 +76,7 @@ export interface EffectTool<out Name extends string, in out Input, out Output, o
   /** The core tool definition: name, description, schemas, approval. */
   readonly definition: ToolDefinitionInstance<any, any, Name, any, boolean, any>
   /** Runs one call. */
-  readonly handler: (input: Input, call: ToolCall) => Effect.Effect<Output, E, R> | Stream.Stream<Output, E, R>
+  readonly handler: ToolHandler<Input, Output, E, R>
 }
 
 /**
@@ -158,10 +170,7 @@ export const serverTool = <
   R = never
 >(
   definition: ToolDefinitionInstance<TInput, TOutput, Name, any, boolean, any>,
-  handler: (
-    input: InferSchemaType<TInput>,
-    call: ToolCall
-  ) => Effect.Effect<InferSchemaType<TOutput>, E, R> | Stream.Stream<InferSchemaType<TOutput>, E, R>
+  handler: ToolHandler<InferSchemaType<TInput>, InferSchemaType<TOutput>, E, R>
 ): EffectTool<Name, InferSchemaType<TInput>, InferSchemaType<TOutput>, E, R> => ({
   [TypeId]: variance,
   name: definition.name,
@@ -260,11 +269,14 @@ const toCoreTool = (
             ? Effect.succeed(output)
             : Effect.mapError(encode(output), (error) => new ToolCallError({ toolName: tool.name, message: `Invalid tool output: ${error.message}` }))
         ),
+        // A defect does not fail the stream, so it is logged here or nowhere.
+        Effect.tapCause((cause) => Cause.hasDies(cause) ? Effect.logError("The tool died", cause) : Effect.void),
         Effect.catchCause((cause) =>
           Cause.hasInterruptsOnly(cause)
             ? Effect.failCause(cause)
             : Effect.fail(new ToolCallError({ toolName: tool.name, message: describeCause(cause) }))
         ),
+        Effect.annotateLogs({ tool: tool.name, toolCallId: call.toolCallId }),
         Effect.withSpan(`AI.tool ${tool.name}`, { attributes: { toolCallId: call.toolCallId } })
       )
       return runPromise(run)
@@ -279,7 +291,7 @@ const runCall = (
   context: ToolExecutionContext | undefined
 ): Effect.Effect<unknown, unknown, unknown> =>
   Effect.suspend(() => {
-    const result: Effect.Effect<unknown, unknown, unknown> | Stream.Stream<unknown, unknown, unknown> = tool.handler(input, call)
+    const result: ReturnType<ToolHandler<unknown, unknown, unknown, unknown>> = tool.handler(input, call)
     return Stream.isStream(result) ? lastWithProgress(result, tool.name, context) : result
   })
 
@@ -305,9 +317,10 @@ const lastWithProgress = <A, E, R>(
  * failure (its fields when it has no message), `Name: message` for an Error.
  */
 const describeCause = (cause: Cause.Cause<unknown>): string => {
-  const reason = cause.reasons.find((r) => Cause.isFailReason(r) || Cause.isDieReason(r))
-  if (reason === undefined) return "The tool call was interrupted"
-  return describeError(Cause.isFailReason(reason) ? reason.error : (reason as Cause.Die).defect)
+  const failure = cause.reasons.find(Cause.isFailReason)
+  if (failure !== undefined) return describeError(failure.error)
+  const defect = cause.reasons.find(Cause.isDieReason)
+  return defect === undefined ? "The tool call was interrupted" : describeError(defect.defect)
 }
 
 const describeError = (error: unknown): string => {

@@ -3,7 +3,7 @@ import type { StreamChunk } from "@tanstack/ai"
 import { describe, expect, it } from "@effect/vitest"
 import * as AI from "@tanstack/ai-effect"
 import { type ScriptedTextAdapter, scriptedText } from "@tanstack/ai-effect/testing"
-import { Context, Data, Deferred, Effect, Fiber, Layer, Ref, Schema, Stream } from "effect"
+import { Context, Data, Deferred, Effect, Fiber, Layer, Logger, Ref, Schema, Stream } from "effect"
 
 class OrderNotFound extends Data.TaggedError("OrderNotFound")<{ readonly id: string }> {}
 
@@ -92,6 +92,21 @@ describe("AI.chat", () => {
       expect(resultStates(chunks)).toEqual(["output-error"])
       expect(toolMessagesOf(adapter, 1)).toEqual([{ error: "RangeError: index out of range" }])
       expect(adapter.turns).toHaveLength(2)
+    }))
+
+  it.effect("a defect is logged at error level with the tool's name, since the stream does not fail", () =>
+    Effect.gen(function*() {
+      const logs: Array<{ level: string; annotations: Record<string, unknown> }> = []
+      const captured = Logger.make((options) => {
+        const entry = Logger.formatStructured.log(options)
+        logs.push({ level: entry.level, annotations: entry.annotations })
+      })
+      const tool = AI.serverTool(getOrderDef, () => Effect.die(new RangeError("index out of range")))
+      yield* AI.chat({ adapter: scriptedText(askFor("A-100")), messages: user("?"), tools: [tool] }).pipe(
+        Stream.runDrain,
+        Effect.provide(Logger.layer([captured]))
+      )
+      expect(logs).toContainEqual({ level: "ERROR", annotations: { tool: "get_order", toolCallId: "call_0_0" } })
     }))
 
   it.effect("catching the failure in the tool sends the model a normal result", () =>
