@@ -197,6 +197,23 @@ describe("AI.chat", () => {
       expect(JSON.stringify(last)).toContain("notify")
     }))
 
+  it.effect("an Effect tool whose definition needs approval waits for it, as a core tool does, and does not run", () =>
+    Effect.gen(function*() {
+      const runs = yield* Ref.make(0)
+      const cancelDef = toolDefinition({
+        name: "cancel_order",
+        description: "Cancel an order",
+        inputSchema: AI.toolSchema(Schema.Struct({ id: Schema.String })),
+        needsApproval: true
+      })
+      const cancel = AI.serverTool(cancelDef, () => Ref.update(runs, (n) => n + 1))
+      const adapter = scriptedText([{ toolCalls: [{ name: "cancel_order", args: { id: "A-100" } }] }])
+      const chunks = yield* AI.chat({ adapter, messages: user("Cancel A-100"), tools: [cancel] }).pipe(Stream.runCollect)
+      expect(yield* Ref.get(runs)).toBe(0)
+      expect(adapter.turns).toHaveLength(1)
+      expect(chunks.at(-1)).toMatchObject({ type: "RUN_FINISHED", outcome: { type: "interrupt" } })
+    }))
+
   it.effect("the tool reads the run's ids from RunContext, and missing ids are generated", () =>
     Effect.gen(function*() {
       const seen: Array<AI.RunContext["Service"]> = []
