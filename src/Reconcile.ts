@@ -247,8 +247,12 @@ export const effectTool = <
       }
       const result = execute(input, call)
       const results: Stream.Stream<Output, E, R> = Stream.isStream(result) ? result : Stream.fromEffect(result)
-      const applied: Results = onLast(results, (last) =>
-        Effect.andThen(record(store, key, last, "applied"), Ref.set(outcome, "applied")))
+      // Recorded as the stream ends, in its finalizer: once the effect has
+      // happened, a run that stops now still waits for its record.
+      const applied: Results = onEnd(results, (exit, last) =>
+        Exit.isSuccess(exit) && Option.isSome(last)
+          ? Effect.andThen(record(store, key, last.value, "applied"), Ref.set(outcome, "applied"))
+          : Effect.void)
       return applied
     }))
 
@@ -276,15 +280,15 @@ export const effectTool = <
 const warnUnrecorded = (cause: unknown) =>
   Effect.logWarning("The effect was applied but its record could not be written; alreadyApplied guards a retry", cause)
 
-/** Runs `f` with the last element once the stream has ended successfully. */
-const onLast = <A, E, R, E2, R2>(
+/** Calls `f` with the stream's exit and its last element when the stream ends. */
+const onEnd = <A, E, R, R2>(
   stream: Stream.Stream<A, E, R>,
-  f: (last: A) => Effect.Effect<void, E2, R2>
-): Stream.Stream<A, E | E2, R | R2> =>
+  f: (exit: Exit.Exit<unknown, E>, last: Option.Option<A>) => Effect.Effect<void, never, R2>
+): Stream.Stream<A, E, R | R2> =>
   Stream.unwrap(Effect.map(Ref.make(Option.none<A>()), (last) =>
-    Stream.concat(
-      Stream.tap(stream, (element) => Ref.set(last, Option.some(element))),
-      Stream.drain(Stream.fromEffect(Effect.flatMap(Ref.get(last), Option.match({ onNone: () => Effect.void, onSome: f }))))
+    stream.pipe(
+      Stream.tap((element) => Ref.set(last, Option.some(element))),
+      Stream.onExit((exit) => Effect.flatMap(Ref.get(last), (element) => f(exit, element)))
     )))
 
 // Calls in flight, by store and key: identical concurrent calls of one process
@@ -317,16 +321,10 @@ const shared = <A, E, R>(
     }
     const application = Deferred.makeUnsafe<A, E>()
     calls.set(key, application as Deferred.Deferred<unknown, unknown>)
-    return Stream.unwrap(Effect.map(Ref.make(Option.none<A>()), (last) =>
-      apply().pipe(
-        Stream.tap((element) => Ref.set(last, Option.some(element))),
-        Stream.onExit((exit) =>
-          Effect.flatMap(Ref.get(last), (result) => {
-            calls.delete(key)
-            return Exit.isSuccess(exit) && Option.isSome(result)
-              ? Deferred.succeed(application, result.value)
-              : Deferred.failCause(application, Exit.isFailure(exit) ? exit.cause : Cause.interrupt())
-          })
-        )
-      )))
+    return onEnd(apply(), (exit, result) => {
+      calls.delete(key)
+      return Exit.isSuccess(exit) && Option.isSome(result)
+        ? Deferred.succeed(application, result.value)
+        : Deferred.failCause(application, Exit.isFailure(exit) ? exit.cause : Cause.interrupt())
+    })
   }))
