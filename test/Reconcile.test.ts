@@ -432,6 +432,28 @@ describe("effect tools: what happens on every call", () => {
     ))
 })
 
+describe("effect tools when the run stops after the effect", () => {
+  it.live("a run interrupted while the record is being written waits for the record", () =>
+    Effect.gen(function*() {
+      const tracker = yield* makeTracker
+      const memory = yield* memoryStore
+      const writing = yield* Deferred.make<void>()
+      const slowDisk = yield* Deferred.make<void>()
+      const store = AI.EffectStore.of({
+        get: memory.get,
+        put: (key, recorded) =>
+          Deferred.succeed(writing, undefined).pipe(Effect.andThen(Deferred.await(slowDisk)), Effect.andThen(memory.put(key, recorded)))
+      })
+      const running = yield* Effect.forkChild(runChat(store, [commentTool(tracker)], [{ toolCalls: [commentOn(7)] }, { text: "Done" }]))
+      yield* Deferred.await(writing)
+      const stopping = yield* Effect.forkChild(Fiber.interrupt(running))
+      yield* Deferred.succeed(slowDisk, undefined)
+      yield* Fiber.join(stopping)
+      const key = yield* defaultKey({ issue: 7, body: "Thanks for the report" })
+      expect(yield* memory.get(key)).toMatchObject(Option.some({ outcome: "applied", output: { commentId: 1 } }))
+    }).pipe(Effect.scoped))
+})
+
 describe("effect tools beyond the seed", () => {
   it.effect("perToolCall: a resubmitted request with a new run id does not apply the call of its history again", () =>
     withStore((store) =>
