@@ -153,8 +153,9 @@ export const toolSchema = <S extends Schema.Codec<any, any, never, any>>(
       version: 1,
       vendor: "effect",
       validate,
-      // Both targets get the same document: a strict schema has no tuples,
-      // which are the only part that differs between the drafts.
+      // The document is draft-07, the target core asks for. A strict schema
+      // reads the same in draft 2020-12, since tuples, the one part that
+      // differs, are not strict.
       jsonSchema: { input: () => jsonSchema, output: () => jsonSchema }
     }
   }
