@@ -13,6 +13,8 @@ import { createServer, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
 import { Effect } from "effect"
 import type { Scope } from "effect"
+import { textDeltas } from "./internal.ts"
+import type { ScriptedReply } from "./ScriptedText.ts"
 
 /**
  * One model turn of the fake: text, then function calls. A function gets the
@@ -40,9 +42,7 @@ export type FakeScript = ReadonlyArray<FakeTurn> | ((request: ResponsesRequest, 
  * @since 0.1.0
  * @category models
  */
-export interface FakeReply {
-  readonly text?: string | ReadonlyArray<string>
-  readonly toolCalls?: ReadonlyArray<{ readonly name: string; readonly args: unknown; readonly id?: string }>
+export interface FakeReply extends ScriptedReply {
   /** Milliseconds to wait before the response completes. */
   readonly delayMs?: number
 }
@@ -184,7 +184,7 @@ const streamReply = async (
       : null
   })
   send({ type: "response.created", response: response("in_progress") })
-  const deltas = reply.text === undefined ? [] : typeof reply.text === "string" ? [reply.text] : reply.text
+  const deltas = textDeltas(reply)
   if (deltas.length > 0) {
     const itemId = `msg_${index}`
     const outputIndex = output.length

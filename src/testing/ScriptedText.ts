@@ -11,6 +11,7 @@
  */
 import type { ModelMessage, StreamChunk, TextOptions } from "@tanstack/ai"
 import { BaseTextAdapter } from "@tanstack/ai/adapters"
+import { textDeltas } from "./internal.ts"
 import type { StructuredOutputResult } from "@tanstack/ai/adapters"
 
 /**
@@ -28,19 +29,25 @@ export interface ScriptedToolCall {
 }
 
 /**
- * One model turn: text (one string or its deltas), then tool calls. A
- * function receives the messages of the turn, so a reply can depend on a
- * tool result.
+ * What the model answers in one turn: text (one string or its deltas), then
+ * tool calls. The fake OpenAI server plays the same replies.
  *
  * @since 0.1.0
  * @category models
  */
-export type ScriptedTurn =
-  | { readonly text?: string | ReadonlyArray<string>; readonly toolCalls?: ReadonlyArray<ScriptedToolCall> }
-  | ((messages: ReadonlyArray<ModelMessage>) => {
-    readonly text?: string | ReadonlyArray<string>
-    readonly toolCalls?: ReadonlyArray<ScriptedToolCall>
-  })
+export interface ScriptedReply {
+  readonly text?: string | ReadonlyArray<string>
+  readonly toolCalls?: ReadonlyArray<ScriptedToolCall>
+}
+
+/**
+ * One model turn of the script. A function receives the messages of the
+ * turn, so a reply can depend on a tool result.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type ScriptedTurn = ScriptedReply | ((messages: ReadonlyArray<ModelMessage>) => ScriptedReply)
 
 /**
  * What the adapter received in one turn.
@@ -100,7 +107,7 @@ export class ScriptedTextAdapter extends BaseTextAdapter<"scripted", Record<stri
     const threadId = options.threadId ?? "scripted-thread"
     const messageId = `msg_${index}`
     yield { type: "RUN_STARTED", runId, threadId, ...base } as StreamChunk
-    const deltas = turn.text === undefined ? [] : typeof turn.text === "string" ? [turn.text] : turn.text
+    const deltas = textDeltas(turn)
     if (deltas.length > 0) {
       yield { type: "TEXT_MESSAGE_START", messageId, role: "assistant", ...base } as StreamChunk
       let content = ""
