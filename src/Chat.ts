@@ -15,7 +15,7 @@ import { chat as coreChat } from "@tanstack/ai"
 import type { AnyTextAdapter, StreamChunk } from "@tanstack/ai"
 import type { TextActivityOptions } from "@tanstack/ai/adapters"
 import { Effect, Schema, Stream } from "effect"
-import { makeRun } from "./internal/run.ts"
+import { makeRun, RunCreatedAt } from "./internal/run.ts"
 import { RunContext } from "./RunContext.ts"
 import { type EffectTool, wrapToolsForRun } from "./ServerTool.ts"
 
@@ -111,15 +111,19 @@ export const chat = <
   const Tools extends ReadonlyArray<CoreTool<TAdapter> | EffectTool.Any> = []
 >(
   options: ChatOptions<TAdapter, Tools>
-): Stream.Stream<StreamChunk, ChatError, ChatRequirements<Tools>> =>
-  Stream.unwrap(
+): Stream.Stream<StreamChunk, ChatError, ChatRequirements<Tools>> => {
+  const createdAt = performance.now()
+  return Stream.unwrap(
     Effect.gen(function*() {
       const run = yield* makeRun(options)
       const { agent: _agent, trigger: _trigger, tools, ...coreOptions } = options
       // Acquired before the controller, so released after it: the model
       // request is aborted first, then the tool fibers are interrupted and
       // awaited.
-      const coreTools = yield* Effect.provideService(wrapToolsForRun(tools ?? []), RunContext, run)
+      const coreTools = yield* wrapToolsForRun(tools ?? []).pipe(
+        Effect.provideService(RunContext, run),
+        Effect.provideService(RunCreatedAt, createdAt)
+      )
       const abortController = yield* Effect.acquireRelease(
         Effect.sync(() => new AbortController()),
         (controller) => Effect.sync(() => controller.abort())
@@ -141,3 +145,4 @@ export const chat = <
       return Stream.fromAsyncIterable(iterable, (cause) => new ChatError({ cause }))
     })
   )
+}

@@ -19,7 +19,10 @@ import { Hex } from "effect/encoding"
 import type { RunContext } from "./RunContext.ts"
 
 /**
- * An input that no key can be made from: it holds a BigInt or a cycle.
+ * An input that no key can be made from: it holds a BigInt, a cycle, or a
+ * value whose JSON form would lose what it holds (a `Map`, a `Set`, a class
+ * instance with no enumerable state and no `toJSON`). Also raised for an
+ * empty effect key.
  *
  * @example
  * ```ts
@@ -47,8 +50,14 @@ export class EffectKeyError extends Schema.TaggedError<EffectKeyError>()("Effect
 /**
  * The canonical JSON of a value: object keys sorted, `undefined` dropped,
  * `toJSON` honoured (a Date serializes through it). Equal inputs give equal
- * text whatever the order of their keys. A BigInt or a cycle fails with an
- * `EffectKeyError` naming its path.
+ * text whatever the order of their keys.
+ *
+ * A value that JSON cannot carry whole fails with an `EffectKeyError` naming
+ * its path, rather than giving two different inputs one key: a BigInt, a
+ * cycle, a `Map`, `Set`, `WeakMap`, `WeakSet`, `RegExp` or `Promise`, and a
+ * class instance with no enumerable property and no `toJSON` (its JSON form
+ * would be `{}`). The walk is iterative, so no nesting depth can overflow the
+ * stack.
  *
  * @example
  * ```ts
@@ -63,35 +72,100 @@ export class EffectKeyError extends Schema.TaggedError<EffectKeyError>()("Effect
  */
 export const canonicalJson = (value: unknown): Result.Result<string, EffectKeyError> => {
   try {
-    return Result.succeed(write(value, "$", []) ?? "null")
+    return Result.succeed(writeCanonical(value))
   } catch (error) {
     if (error instanceof EffectKeyError) return Result.fail(error)
     throw error
   }
 }
 
-/** `undefined` where JSON leaves the value out (undefined, functions, symbols). */
-const write = (value: unknown, path: string, ancestors: Array<unknown>): string | undefined => {
-  if (Predicate.isObject(value) && Predicate.hasProperty(value, "toJSON") && Predicate.isFunction(value.toJSON)) {
-    return write(value.toJSON(), path, ancestors)
+/** An object or array being written: its keys, how far the walk is, and what it has written. */
+interface Frame {
+  readonly value: object
+  readonly isArray: boolean
+  readonly keys: ReadonlyArray<string>
+  readonly parts: Array<string>
+  readonly parent: Frame | undefined
+  /** The key of this value in its parent. */
+  readonly label: string
+  index: number
+}
+
+/** The path of `label` inside `parent`, as `$.a[0].b`. */
+const pathOf = (parent: Frame | undefined, label: string): string => {
+  const steps: Array<string> = []
+  let step: string | undefined = label
+  for (let at = parent; at !== undefined; at = at.parent) {
+    if (step !== undefined) steps.push(at.isArray ? `[${step}]` : `.${step}`)
+    step = at.parent === undefined ? undefined : at.label
   }
-  if (Predicate.isBigInt(value)) throw new EffectKeyError({ path, reason: "a BigInt has no JSON form" })
-  if (value === undefined || Predicate.isFunction(value) || Predicate.isSymbol(value)) return undefined
-  if (!Predicate.isObjectOrArray(value)) return JSON.stringify(value)
-  if (ancestors.includes(value)) throw new EffectKeyError({ path, reason: "the value refers to itself (a cycle)" })
-  const inside = [...ancestors, value]
-  if (Array.isArray(value)) {
-    return `[${value.map((item, i) => write(item, `${path}[${i}]`, inside) ?? "null").join(",")}]`
+  return `$${steps.reverse().join("")}`
+}
+
+// Built-ins whose JSON form is `{}` whatever they hold.
+const lossyBuiltins: ReadonlyArray<Function> = [Map, Set, WeakMap, WeakSet, RegExp, Promise]
+
+const fail = (parent: Frame | undefined, label: string, reason: string): never => {
+  throw new EffectKeyError({ path: pathOf(parent, label), reason })
+}
+
+/** Left out of objects, `null` in arrays: what JSON does with undefined, functions and symbols. */
+const omitted = Symbol()
+
+const writeCanonical = (root: unknown): string => {
+  const ancestors = new Set<object>()
+  const open = (input: unknown, parent: Frame | undefined, label: string): string | typeof omitted | Frame => {
+    let value = input
+    if (Predicate.isObject(value) && Predicate.hasProperty(value, "toJSON") && Predicate.isFunction(value.toJSON)) {
+      value = value.toJSON()
+    }
+    if (Predicate.isBigInt(value)) return fail(parent, label, "a BigInt has no JSON form")
+    if (value === undefined || Predicate.isFunction(value) || Predicate.isSymbol(value)) return omitted
+    if (!Predicate.isObjectOrArray(value)) return JSON.stringify(value)
+    if (lossyBuiltins.some((builtin) => value instanceof builtin)) {
+      return fail(parent, label, `a ${value.constructor.name} has no JSON form that keeps its contents`)
+    }
+    const isArray = Array.isArray(value)
+    const keys = isArray ? Array.from((value as ReadonlyArray<unknown>).keys(), String) : Object.keys(value).sort()
+    const prototype = Object.getPrototypeOf(value)
+    if (!isArray && keys.length === 0 && prototype !== Object.prototype && prototype !== null) {
+      return fail(parent, label, "a class instance with no enumerable property and no toJSON would be written as {}")
+    }
+    if (ancestors.has(value)) return fail(parent, label, "the value refers to itself (a cycle)")
+    ancestors.add(value)
+    return { value, isArray, keys, parts: [], parent, label, index: 0 }
   }
-  const entries = Object.keys(value).sort().flatMap((key) => {
-    const text = write((value as Record<string, unknown>)[key], `${path}.${key}`, inside)
-    return text === undefined ? [] : [`${JSON.stringify(key)}:${text}`]
-  })
-  return `{${entries.join(",")}}`
+  const close = (frame: Frame): string => {
+    ancestors.delete(frame.value)
+    return frame.isArray ? `[${frame.parts.join(",")}]` : `{${frame.parts.join(",")}}`
+  }
+  const append = (frame: Frame, key: string, text: string | typeof omitted) => {
+    if (frame.isArray) frame.parts.push(text === omitted ? "null" : text)
+    else if (text !== omitted) frame.parts.push(`${JSON.stringify(key)}:${text}`)
+  }
+
+  const first = open(root, undefined, "")
+  if (first === omitted) return "null"
+  if (Predicate.isString(first)) return first
+  let frame: Frame = first
+  for (;;) {
+    if (frame.index < frame.keys.length) {
+      const key = frame.keys[frame.index++]!
+      const child = open((frame.value as Record<string, unknown>)[key], frame, key)
+      if (child === omitted || Predicate.isString(child)) append(frame, key, child)
+      else frame = child
+      continue
+    }
+    const text = close(frame)
+    if (frame.parent === undefined) return text
+    append(frame.parent, frame.label, text)
+    frame = frame.parent
+  }
 }
 
 /**
- * The lowercase hex SHA-256 of a text, on the runtime's WebCrypto.
+ * The lowercase hex SHA-256 of a text: synchronous `node:crypto` where the
+ * runtime has it, the runtime's WebCrypto elsewhere.
  *
  * @example
  * ```ts
@@ -103,14 +177,38 @@ const write = (value: unknown, path: string, ancestors: Array<unknown>): string 
  * @since 0.1.0
  * @category keys
  */
-export const sha256Hex = (text: string): Effect.Effect<string> =>
-  Effect.flatMap(
+export const sha256Hex = (text: string): Effect.Effect<string> => {
+  // node:crypto hashes in the calling fiber; a WebCrypto digest is a promise
+  // round trip for every key, which costs more than the hash itself.
+  const nodeCrypto = globalThis.process?.getBuiltinModule?.("node:crypto")
+  if (nodeCrypto !== undefined) return Effect.sync(() => nodeCrypto.createHash("sha256").update(text).digest("hex"))
+  return Effect.flatMap(
     Effect.service(WebCrypto.WebCrypto),
     (crypto) =>
       Effect.promise(() => crypto.subtle.digest("SHA-256", new TextEncoder().encode(text))).pipe(
         Effect.map((digest) => Hex.encode(new Uint8Array(digest)))
       )
   )
+}
+
+/**
+ * The fingerprint of an input: the SHA-256 of its canonical JSON. An effect
+ * store keeps it beside each record, so that a call whose key was recorded
+ * with another input can be told apart (see the `onKeyReuse` option of
+ * `AI.effectTool`).
+ *
+ * @example
+ * ```ts
+ * import * as AI from "@tanstack/ai-effect"
+ *
+ * const fingerprint = AI.EffectKey.fingerprint({ issue: 7, body: "Thanks" }) // Effect<"9c1e...">
+ * ```
+ *
+ * @since 0.1.0
+ * @category keys
+ */
+export const fingerprint = (input: unknown): Effect.Effect<string, EffectKeyError> =>
+  Effect.flatMap(Effect.fromResult(canonicalJson(input)), sha256Hex)
 
 /**
  * What a key strategy knows about a call.
@@ -155,10 +253,7 @@ export type KeyStrategy<Input> = (
  * @category keys
  */
 export const perRun = (input: unknown, context: KeyContext): Effect.Effect<string, EffectKeyError> =>
-  Effect.flatMap(
-    Effect.fromResult(canonicalJson(input)),
-    (json) => Effect.map(sha256Hex(json), (digest) => `${context.run.runId}:${context.toolName}:${digest}`)
-  )
+  Effect.map(fingerprint(input), (digest) => `${context.run.runId}:${context.toolName}:${digest}`)
 
 /**
  * `<threadId>:<toolName>:<toolCallId>`: one application per tool call of a

@@ -1,21 +1,31 @@
 /**
- * The store of applied effects.
+ * The store of applied effects, and the claims that keep two callers from
+ * applying one effect at once.
  *
  * An effect tool records the result of every effect it applies under the
- * effect's key, and replays that record instead of applying the effect again.
- * `EffectStore` is the service behind that record; this module has the
- * embedded in-memory store, and durable stores implement the same service.
+ * tool's name and the effect's key, and replays that record instead of
+ * applying the effect again. Before it applies an effect, it **claims** the
+ * key: one atomic operation that either hands the caller a lease with a
+ * fencing number, or answers with the record, or says who holds the key now.
+ * Only the holder of the current fence can write the record.
+ *
+ * `EffectStore` is the service behind that protocol. This module has the
+ * in-memory store; `@tanstack/ai-effect/sqlite`, `@tanstack/ai-effect/sql` and
+ * `@tanstack/ai-effect/redis` have the durable, shared ones. Every store is
+ * built with {@link EffectStore.make}, which gives each operation a deadline
+ * and lets identical calls of one process share one application.
  *
  * A store that cannot answer fails with `EffectStoreError`, and the tool then
  * fails closed: it does not apply an effect whose record it cannot check.
  *
  * @since 0.1.0
  */
-import { Clock, Context, Duration, Effect, Layer, Option, Schema } from "effect"
+import { Cause, Context, Data, Deferred, Duration, Effect, Exit, Layer, type Option, Schema } from "effect"
+import { idKey, makeMemoryBackend, markMadeAt, retentionOf, timeoutOf } from "./internal/store.ts"
 
 /**
  * A recorded application: the tool's result as the model read it (JSON), how
- * it was obtained, and when.
+ * it was obtained, when, and the fingerprint of the input it was applied for.
  *
  * @example
  * ```ts
@@ -30,7 +40,9 @@ import { Clock, Context, Duration, Effect, Layer, Option, Schema } from "effect"
 export const Recorded = Schema.Struct({
   output: Schema.Json,
   outcome: Schema.Literals(["applied", "reconciled"]),
-  recordedAt: Schema.Number
+  recordedAt: Schema.Number,
+  /** The SHA-256 of the canonical JSON input; absent when the input has none. */
+  fingerprint: Schema.optionalKey(Schema.String)
 })
 
 /**
@@ -40,28 +52,180 @@ export const Recorded = Schema.Struct({
 export type Recorded = typeof Recorded.Type
 
 /**
- * The store could not be read or written.
+ * Where an effect is recorded: the tool's name and the effect key. Records
+ * are scoped by tool, so two tools whose keys happen to be equal never read
+ * each other's records.
+ *
+ * @example
+ * ```ts
+ * import type * as AI from "@tanstack/ai-effect"
+ *
+ * const id: AI.EffectId = { tool: "comment", key: "run-1:comment:42" }
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface EffectId {
+  readonly tool: string
+  readonly key: string
+}
+
+/**
+ * The answer to a claim:
+ *
+ * - `Claimed`: the caller holds the key until its lease ends. `fence` grows
+ *   with every claim of the key; `takenOver` is `true` when the claim replaced
+ *   an expired claim of another owner, whose effect is then in doubt.
+ * - `Recorded`: the effect is recorded; here is its record.
+ * - `Busy`: another owner holds the key until `expiresAt` (epoch ms).
  *
  * @example
  * ```ts
  * import * as AI from "@tanstack/ai-effect"
  *
- * const error = new AI.EffectStoreError({ operation: "get", key: "run-1:comment:42", cause: new Error("connection refused") })
- * error.message // "EffectStore get failed for run-1:comment:42: connection refused"
+ * const describe = AI.Claim.$match({
+ *   Claimed: ({ fence }) => `claimed with fence ${fence}`,
+ *   Recorded: ({ recorded }) => `recorded ${recorded.outcome}`,
+ *   Busy: ({ owner }) => `held by ${owner}`
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Claim = Data.TaggedEnum<{
+  Claimed: { readonly fence: number; readonly takenOver: boolean }
+  Recorded: { readonly recorded: Recorded }
+  Busy: { readonly owner: string; readonly expiresAt: number }
+}>
+
+/**
+ * Constructors and matchers of {@link Claim}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const Claim = Data.taggedEnum<Claim>()
+
+/**
+ * A fenced write or a renewal found that the caller no longer holds the
+ * claim: its lease ended and another owner claimed the key. Nothing was
+ * written, so the newer owner's record stands.
+ *
+ * @example
+ * ```ts
+ * import * as AI from "@tanstack/ai-effect"
+ *
+ * const error = new AI.ClaimLost({ tool: "comment", key: "run-1:comment:42", fence: 3 })
+ * error.message // "The claim on run-1:comment:42 (tool comment, fence 3) was lost to a newer owner"
+ * ```
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class ClaimLost extends Schema.TaggedError<ClaimLost>()("ClaimLost", {
+  tool: Schema.String,
+  key: Schema.String,
+  fence: Schema.Number
+}) {
+  override get message(): string {
+    return `The claim on ${this.key} (tool ${this.tool}, fence ${this.fence}) was lost to a newer owner`
+  }
+}
+
+/**
+ * A store operation.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type StoreOperation = "get" | "claim" | "put" | "release" | "renew"
+
+/**
+ * The store could not answer: it is `unavailable` (a connection refused, a
+ * query failed), it did not answer before its deadline (`timeout`), or it
+ * holds a record that cannot be read (`corrupt`).
+ *
+ * @example
+ * ```ts
+ * import * as AI from "@tanstack/ai-effect"
+ *
+ * const error = new AI.EffectStoreError({
+ *   operation: "get",
+ *   tool: "comment",
+ *   key: "run-1:comment:42",
+ *   reason: "unavailable",
+ *   cause: new Error("connection refused")
+ * })
+ * error.message // "EffectStore get failed for run-1:comment:42 (tool comment): connection refused"
  * ```
  *
  * @since 0.1.0
  * @category errors
  */
 export class EffectStoreError extends Schema.TaggedError<EffectStoreError>()("EffectStoreError", {
-  operation: Schema.Literals(["get", "put"]),
+  operation: Schema.Literals(["get", "claim", "put", "release", "renew"]),
+  tool: Schema.String,
   key: Schema.String,
+  reason: Schema.Literals(["unavailable", "timeout", "corrupt"]),
   cause: Schema.Defect()
 }) {
   override get message(): string {
-    const cause = this.cause instanceof Error ? this.cause.message : String(this.cause)
-    return `EffectStore ${this.operation} failed for ${this.key}: ${cause}`
+    const where = `${this.key} (tool ${this.tool})`
+    if (this.reason === "timeout") return `EffectStore ${this.operation} timed out for ${where}: ${describe(this.cause)}`
+    return `EffectStore ${this.operation} failed for ${where}: ${describe(this.cause)}`
   }
+}
+
+const describe = (cause: unknown): string => cause instanceof Error ? cause.message : String(cause)
+
+/**
+ * The operations a store backend implements. Each is one round trip to the
+ * store, and `claim` is one atomic operation. Times are the caller's
+ * `Clock` (epoch ms), so that every process compares leases on one scale.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface EffectStoreBackend {
+  /** The record of an effect, if one is kept and not expired. */
+  readonly get: (id: EffectId) => Effect.Effect<Option.Option<Recorded>, EffectStoreError>
+  /** Claims the key for `owner` until `ttl` from now, atomically. */
+  readonly claim: (
+    id: EffectId,
+    options: { readonly owner: string; readonly ttl: Duration.Duration }
+  ) => Effect.Effect<Claim, EffectStoreError>
+  /** Records the effect while the caller still holds the claim with `fence`; ends the claim. */
+  readonly put: (
+    id: EffectId,
+    recorded: Recorded,
+    options: { readonly fence: number }
+  ) => Effect.Effect<void, EffectStoreError | ClaimLost>
+  /** Drops the claim with `fence` without a record, so that the next caller claims afresh. */
+  readonly release: (id: EffectId, options: { readonly fence: number }) => Effect.Effect<void, EffectStoreError>
+  /** Extends the lease of the claim with `fence` to `ttl` from now. */
+  readonly renew: (
+    id: EffectId,
+    options: { readonly fence: number; readonly ttl: Duration.Duration }
+  ) => Effect.Effect<void, EffectStoreError | ClaimLost>
+}
+
+/**
+ * Options every store layer takes.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface StoreOptions {
+  /** How long a record is kept. Default 24 hours. */
+  readonly retention?: Duration.Input | undefined
+  /**
+   * The deadline of every store operation. A store that does not answer in
+   * time fails the call closed with `EffectStoreError` (reason `timeout`).
+   * Default 5 seconds.
+   */
+  readonly timeout?: Duration.Input | undefined
 }
 
 /**
@@ -70,77 +234,157 @@ export class EffectStoreError extends Schema.TaggedError<EffectStoreError>()("Ef
  * @since 0.1.0
  * @category models
  */
-export interface MemoryStoreOptions {
-  /** The most records kept; the oldest go first. Default 10,000. */
+export interface MemoryStoreOptions extends StoreOptions {
+  /** The most records kept; the oldest go first. A positive integer. Default 10,000. */
   readonly capacity?: number | undefined
-  /** How long a record is kept. Default: until the capacity evicts it. */
-  readonly timeToLive?: Duration.Input | undefined
 }
 
 /**
- * The record of applied effects, by effect key.
+ * The record of applied effects and the claims on them.
  *
  * @example
  * ```ts
  * import * as AI from "@tanstack/ai-effect"
- * import { Effect, Option } from "effect"
+ * import { Duration, Effect } from "effect"
  *
  * const program = Effect.gen(function*() {
  *   const store = yield* AI.EffectStore
- *   yield* store.put("run-1:comment:42", { output: { id: 1 }, outcome: "applied", recordedAt: 0 })
- *   return yield* store.get("run-1:comment:42") // Option.some({ output: { id: 1 }, ... })
+ *   const id = { tool: "comment", key: "run-1:comment:42" }
+ *   const claim = yield* store.claim(id, { owner: "worker-1", ttl: Duration.seconds(30) })
+ *   if (claim._tag === "Claimed") {
+ *     yield* store.put(id, { output: { id: 1 }, outcome: "applied", recordedAt: 0 }, { fence: claim.fence })
+ *   }
+ *   return yield* store.get(id) // Option.some({ output: { id: 1 }, ... })
  * }).pipe(Effect.provide(AI.EffectStore.layerMemory()))
  * ```
  *
  * @since 0.1.0
  * @category services
  */
-export class EffectStore extends Context.Service<EffectStore, {
-  readonly get: (key: string) => Effect.Effect<Option.Option<Recorded>, EffectStoreError>
-  readonly put: (key: string, recorded: Recorded) => Effect.Effect<void, EffectStoreError>
-}>()("@tanstack/ai-effect/EffectStore") {
+export class EffectStore extends Context.Service<EffectStore, EffectStore.Service>()("@tanstack/ai-effect/EffectStore") {
   /**
-   * The embedded store: in memory, bounded, with an optional time to live.
-   * Each build of the layer is a new, empty store, so build it once for the
-   * process (a `ManagedRuntime`, or the layer of the whole app), not once per
-   * request. It guards retries within one process; use a durable store when
-   * retries can reach another process.
+   * Makes a store from a backend: every operation gets the deadline of
+   * `options.timeout`, and {@link EffectStore.Service.share} lets identical
+   * calls of this store instance share one application. Backends (and test
+   * doubles) are built with it.
+   *
+   * @example
+   * ```ts
+   * import * as AI from "@tanstack/ai-effect"
+   * import { Effect, Layer } from "effect"
+   *
+   * declare const backend: AI.EffectStoreBackend
+   * const layer = Layer.effect(AI.EffectStore, AI.EffectStore.make(backend, { timeout: "2 seconds" }))
+   * ```
+   */
+  static readonly make = (
+    backend: EffectStoreBackend,
+    options?: Pick<StoreOptions, "timeout">
+  ): Effect.Effect<EffectStore.Service> => Effect.sync(() => makeService(backend, options))
+
+  /**
+   * The embedded store: in memory, bounded, records kept for `retention`.
+   * It guards retries within one process and forgets everything when the
+   * process ends; use a durable store when a retry can reach another process
+   * or come after a restart.
+   *
+   * The store is made when this function is called, and every build of the
+   * returned Layer shares it, so a Layer value defined once (beside your
+   * other layers) keeps its records across requests even when a route
+   * provides it per request. A store made inside a request handler is new
+   * for every request and de-duplicates nothing across them; the first
+   * effect-tool call against such a store logs a warning.
    *
    * @example
    * ```ts
    * import * as AI from "@tanstack/ai-effect"
    *
-   * const layer = AI.EffectStore.layerMemory({ capacity: 1_000, timeToLive: "1 day" })
+   * // once, at module level: every request shares this store
+   * export const EffectStoreLive = AI.EffectStore.layerMemory({ capacity: 1_000, retention: "1 day" })
    * ```
    */
-  static readonly layerMemory = (options?: MemoryStoreOptions): Layer.Layer<EffectStore> =>
-    Layer.sync(EffectStore, () => makeMemory(options))
+  static readonly layerMemory = (options?: MemoryStoreOptions): Layer.Layer<EffectStore> => {
+    const capacity = options?.capacity ?? 10_000
+    if (!Number.isSafeInteger(capacity) || capacity < 1) {
+      throw new RangeError(`EffectStore.layerMemory: capacity must be a positive integer, got ${capacity}`)
+    }
+    return Layer.succeed(EffectStore, markMadeAt(makeService(makeMemoryBackend(capacity, retentionOf(options)), options)))
+  }
 }
 
-const makeMemory = (options: MemoryStoreOptions | undefined): EffectStore["Service"] => {
-  const capacity = options?.capacity ?? 10_000
-  const ttl = options?.timeToLive === undefined ? undefined : Duration.toMillis(Duration.fromInputUnsafe(options.timeToLive))
-  // A Map iterates in insertion order, so its first key is the oldest record.
-  const records = new Map<string, { readonly recorded: Recorded; readonly expiresAt: number }>()
-  return EffectStore.of({
-    get: (key) =>
-      Effect.map(Clock.currentTimeMillis, (now) => {
-        const entry = records.get(key)
-        if (entry === undefined) return Option.none()
-        if (entry.expiresAt <= now) {
-          records.delete(key)
-          return Option.none()
-        }
-        return Option.some(entry.recorded)
-      }),
-    put: (key, recorded) =>
-      Effect.map(Clock.currentTimeMillis, (now) => {
-        records.delete(key)
-        records.set(key, { recorded, expiresAt: ttl === undefined ? Infinity : now + ttl })
-        for (const oldest of records.keys()) {
-          if (records.size <= capacity) break
-          records.delete(oldest)
-        }
-      })
-  })
+/**
+ * The shape of {@link EffectStore}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export declare namespace EffectStore {
+  /**
+   * The service: the backend's operations with their deadlines, and the
+   * sharing of identical calls in one process.
+   */
+  export interface Service extends EffectStoreBackend {
+    /**
+     * Runs `effect` for `id`, unless a call for the same id is already
+     * running through this store instance: then it waits for that call and
+     * returns its result (`shared: true`). If the running call is
+     * interrupted, a waiting call runs `effect` itself.
+     */
+    readonly share: <A, E, R>(
+      id: EffectId,
+      effect: Effect.Effect<A, E, R>
+    ) => Effect.Effect<{ readonly value: A; readonly shared: boolean }, E, R>
+  }
+}
+
+const makeService = (backend: EffectStoreBackend, options: Pick<StoreOptions, "timeout"> | undefined): EffectStore.Service => {
+  const timeout = timeoutOf(options)
+  const deadline = <A, E>(operation: StoreOperation, id: EffectId, effect: Effect.Effect<A, E>) =>
+    Effect.timeoutOrElse(effect, {
+      duration: timeout,
+      orElse: () =>
+        Effect.fail(
+          new EffectStoreError({
+            operation,
+            ...id,
+            reason: "timeout",
+            cause: new Error(`no answer within ${Duration.format(timeout)}`)
+          })
+        )
+    })
+  // The calls running through this store instance, by tool and key.
+  const running = new Map<string, Deferred.Deferred<unknown, unknown>>()
+  const share = <A, E, R>(
+    id: EffectId,
+    effect: Effect.Effect<A, E, R>
+  ): Effect.Effect<{ readonly value: A; readonly shared: boolean }, E, R> =>
+    Effect.suspend(() => {
+      const slot = idKey(id)
+      const current = running.get(slot) as Deferred.Deferred<A, E> | undefined
+      if (current !== undefined) {
+        return Effect.flatMap(Effect.exit(Deferred.await(current)), (exit) =>
+          Exit.isSuccess(exit)
+            ? Effect.succeed({ value: exit.value, shared: true })
+            : Cause.hasInterruptsOnly(exit.cause)
+            ? share(id, effect)
+            : Effect.failCause(exit.cause))
+      }
+      const application = Deferred.makeUnsafe<A, E>()
+      running.set(slot, application as Deferred.Deferred<unknown, unknown>)
+      return effect.pipe(
+        Effect.onExit((exit) => {
+          running.delete(slot)
+          return Deferred.done(application, exit)
+        }),
+        Effect.map((value) => ({ value, shared: false }))
+      )
+    })
+  return {
+    get: (id) => deadline("get", id, backend.get(id)),
+    claim: (id, claim) => deadline("claim", id, backend.claim(id, claim)),
+    put: (id, recorded, put) => deadline("put", id, backend.put(id, recorded, put)),
+    release: (id, release) => deadline("release", id, backend.release(id, release)),
+    renew: (id, renew) => deadline("renew", id, backend.renew(id, renew)),
+    share
+  }
 }

@@ -3,28 +3,43 @@
  *
  * For each call, `effectTool` computes the effect key and then:
  *
- * 1. **Recorded result.** If the `EffectStore` holds a result for the key, it
- *    returns that result and runs nothing.
- * 2. **Remote check.** Otherwise, if the tool has `alreadyApplied`, it asks
- *    whether the effect already exists remotely. `Some(result)` is recorded
- *    and returned.
- * 3. **Execute.** Otherwise it runs `execute` and records the result.
+ * 1. **Recorded result.** If the `EffectStore` holds a result for the tool
+ *    and key, it returns that result and runs nothing.
+ * 2. **Claim.** Otherwise it claims the key, atomically. If another caller
+ *    holds it, this call waits (bounded) for that caller's record; if the
+ *    record arrived meanwhile, it is returned.
+ * 3. **Remote check.** With the claim, if the tool has `alreadyApplied`, it
+ *    asks whether the effect already exists remotely. `Some(result)` is
+ *    recorded and returned.
+ * 4. **Execute.** Otherwise it runs `execute`, keeping its lease alive, and
+ *    records the result with the claim's fence.
  *
- * A failing or interrupted `execute` or `alreadyApplied` records nothing, so a
- * later retry can still apply the effect. Concurrent identical calls share one
- * application. A store that cannot be read fails the call closed: nothing is
- * executed whose record could not be checked. A store that cannot be written
- * after the effect happened does not fail the call; the failure is logged and
- * `alreadyApplied` guards the next retry.
+ * A failing or interrupted `execute` or `alreadyApplied` records nothing and
+ * releases the claim, so a later retry can still apply the effect. Identical
+ * calls of one process share one application. A store that cannot answer
+ * fails the call closed: nothing is executed whose record could not be
+ * checked. A store that cannot be written after the effect happened does not
+ * fail the call; the failure is logged, and the claim is left to expire, so
+ * that the next caller treats the effect as in doubt.
  *
  * @since 0.1.0
  */
 import type { InferSchemaType, SchemaInput, ToolDefinitionInstance } from "@tanstack/ai"
-import { Cause, Clock, Context, Deferred, Effect, Exit, Metric, Option, Ref, Schema, Stream } from "effect"
-import { type EffectKeyError, type KeyStrategy, perRun } from "./EffectKey.ts"
-import { EffectStore, EffectStoreError, type Recorded } from "./EffectStore.ts"
+import { Clock, Context, Duration, Effect, Exit, Metric, Option, Result, Schema, Stream } from "effect"
+import { canonicalJson, EffectKeyError, type KeyStrategy, perRun, sha256Hex } from "./EffectKey.ts"
+import { ClaimLost, EffectStore, EffectStoreError, type EffectId, type Recorded } from "./EffectStore.ts"
+import { RunCreatedAt } from "./internal/run.ts"
+import { shouldWarnMadeInRun } from "./internal/store.ts"
 import { RunContext } from "./RunContext.ts"
-import { type EffectTool, serverTool, type ToolCall, type ToolHandler } from "./ServerTool.ts"
+import {
+  type EffectTool,
+  lastWithProgress,
+  serverTool,
+  type ServerToolOptions,
+  type ToolCall,
+  type ToolCallError,
+  type ToolHandler
+} from "./ServerTool.ts"
 import { isToolSchema } from "./ToolSchema.ts"
 
 /**
@@ -89,19 +104,157 @@ export type AlreadyApplied<Input, Output, E, R> =
  * @since 0.1.0
  * @category models
  */
-export interface EffectToolOptions<Input, Output, E, R> {
-  /** The effect key of a call. Default: {@link EffectKey.perRun}. */
+export interface EffectToolOptions<Input, Output, E, E2, R2> extends ServerToolOptions<E | E2 | EffectToolError> {
+  /** The effect key of a call. Default: {@link EffectKey.perRun}. Must not be empty. */
   readonly effectKey?: KeyStrategy<Input> | undefined
   /** Finds an effect that an earlier, crashed attempt applied. */
-  readonly alreadyApplied?: AlreadyApplied<Input, Output, E, R> | undefined
+  readonly alreadyApplied?: AlreadyApplied<Input, Output, E2, R2> | undefined
+  /**
+   * What a call does when its key is recorded for another input (its
+   * fingerprint differs): `"replay"` (the default) returns the record, as a
+   * custom key that means "one comment per issue, whatever the body says"
+   * wants; `"fail"` fails with `EffectKeyReused` and runs nothing.
+   */
+  readonly onKeyReuse?: "replay" | "fail" | undefined
+  /**
+   * What a call does when it takes over the expired claim of an owner that
+   * never recorded (it crashed, or its record could not be written), so that
+   * the effect may have happened. With `alreadyApplied` the call reconciles
+   * first, whatever this says. Without it, `"fail"` (the default) fails the
+   * call with `EffectInDoubt`; `"reapply"` runs `execute` again.
+   */
+  readonly inDoubt?: "fail" | "reapply" | undefined
+  /**
+   * How long a claim holds the key without renewal. A running `execute`
+   * renews it every third of this. Default 30 seconds.
+   */
+  readonly lease?: Duration.Input | undefined
+  /**
+   * How long a call waits for another owner of its key to record the
+   * effect, before it fails with `EffectInProgress`. Default 30 seconds.
+   */
+  readonly waitFor?: Duration.Input | undefined
 }
+
+/**
+ * A call's key is recorded for another input, and the tool was defined with
+ * `onKeyReuse: "fail"`. Nothing ran.
+ *
+ * @example
+ * ```ts
+ * import * as AI from "@tanstack/ai-effect"
+ *
+ * const error = new AI.EffectKeyReused({ tool: "comment", key: "run-1:comment:7" })
+ * error.message // "The effect key run-1:comment:7 of tool comment is recorded for another input"
+ * ```
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class EffectKeyReused extends Schema.TaggedError<EffectKeyReused>()("EffectKeyReused", {
+  tool: Schema.String,
+  key: Schema.String
+}) {
+  override get message(): string {
+    return `The effect key ${this.key} of tool ${this.tool} is recorded for another input`
+  }
+}
+
+/**
+ * Another owner holds the claim on the key and did not record the effect
+ * within the call's `waitFor`. Nothing ran; a later retry replays the record.
+ *
+ * @example
+ * ```ts
+ * import * as AI from "@tanstack/ai-effect"
+ *
+ * const error = new AI.EffectInProgress({ tool: "comment", key: "run-1:comment:7", owner: "worker-2" })
+ * error.message // "The effect run-1:comment:7 of tool comment is being applied by worker-2; try again later"
+ * ```
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class EffectInProgress extends Schema.TaggedError<EffectInProgress>()("EffectInProgress", {
+  tool: Schema.String,
+  key: Schema.String,
+  owner: Schema.String
+}) {
+  override get message(): string {
+    return `The effect ${this.key} of tool ${this.tool} is being applied by ${this.owner}; try again later`
+  }
+}
+
+/**
+ * The call took over the expired claim of an owner that never recorded the
+ * effect, and the tool has no `alreadyApplied` to find out whether it
+ * happened. Nothing ran. This is the seed's crash window: give the tool an
+ * `alreadyApplied`, or opt in to `inDoubt: "reapply"` where applying twice
+ * is harmless.
+ *
+ * @example
+ * ```ts
+ * import * as AI from "@tanstack/ai-effect"
+ *
+ * const error = new AI.EffectInDoubt({ tool: "comment", key: "run-1:comment:7" })
+ * ```
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class EffectInDoubt extends Schema.TaggedError<EffectInDoubt>()("EffectInDoubt", {
+  tool: Schema.String,
+  key: Schema.String
+}) {
+  override get message(): string {
+    return `The effect ${this.key} of tool ${this.tool} may have been applied by an owner that stopped before ` +
+      `recording it; without alreadyApplied it is not applied again`
+  }
+}
+
+/**
+ * The result of `execute` (or `alreadyApplied`) cannot be recorded: the
+ * output schema does not encode it, or, without one, it is not JSON. When
+ * `execute` produced it, the effect happened, so the claim is left to expire
+ * and the next caller treats the effect as in doubt.
+ *
+ * @example
+ * ```ts
+ * import * as AI from "@tanstack/ai-effect"
+ *
+ * const error = new AI.ToolOutputError({ tool: "comment", message: "the result is not JSON: a BigInt has no JSON form at $.id" })
+ * ```
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class ToolOutputError extends Schema.TaggedError<ToolOutputError>()("ToolOutputError", {
+  tool: Schema.String,
+  message: Schema.String
+}) {}
+
+/**
+ * The failures the reconciliation itself adds to an effect tool's own.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export type EffectToolError =
+  | EffectKeyError
+  | EffectStoreError
+  | EffectKeyReused
+  | EffectInProgress
+  | EffectInDoubt
+  | ClaimLost
+  | ToolOutputError
+  | ToolCallError
 
 /**
  * How a call was answered; the `effect.outcome` attribute of its span and
  * the `outcome` attribute of the `ai_effect_tool_calls` counter.
  *
- * - `recorded`: the store held the result (or a concurrent identical call
- *   applied it), nothing ran;
+ * - `recorded`: the store held the result (or an identical call of this
+ *   process, or another owner, applied it meanwhile), nothing ran;
  * - `reconciled`: `alreadyApplied` found the effect;
  * - `applied`: `execute` ran;
  * - `failed`: the call failed or was interrupted.
@@ -133,8 +286,8 @@ export const effectToolCalls = Metric.counter("ai_effect_tool_calls", {
 /**
  * Makes an effect tool: a server tool whose side effect applies at most once
  * per effect key. `execute` returns an Effect of the result, or a Stream whose
- * last element is the result (the others are progress). The tool needs the
- * `EffectStore` (and the Remote reconciler, when one is given).
+ * last element is the result (every element is sent as progress). The tool
+ * needs the `EffectStore` (and the Remote reconciler, when one is given).
  *
  * @example
  * ```ts
@@ -177,23 +330,38 @@ export const effectTool = <
 >(
   definition: ToolDefinitionInstance<TInput, TOutput, Name, any, boolean, any>,
   execute: ToolHandler<InferSchemaType<TInput>, InferSchemaType<TOutput>, E, R, EffectCall>,
-  options?: EffectToolOptions<InferSchemaType<TInput>, InferSchemaType<TOutput>, E2, R2>
+  options?: EffectToolOptions<InferSchemaType<TInput>, InferSchemaType<TOutput>, E, E2, R2>
 ): EffectTool<
   Name,
   InferSchemaType<TInput>,
   InferSchemaType<TOutput>,
-  E | E2 | EffectKeyError | EffectStoreError,
+  E | E2 | EffectToolError,
   R | R2 | EffectStore | RunContext
 > => {
   type Input = InferSchemaType<TInput>
   type Output = InferSchemaType<TOutput>
-  const toolName = definition.name
+  interface Answer {
+    readonly output: Output
+    readonly outcome: Exclude<Outcome, "failed">
+  }
+  const tool = definition.name
   // The output schema's Type is the tool's Output; the guard only knows "some schema".
   const codec = isToolSchema(definition.outputSchema)
     ? definition.outputSchema.codec as Schema.Codec<Output, Schema.Json>
     : undefined
   const keyOf = options?.effectKey ?? perRun
   const alreadyApplied = options?.alreadyApplied
+  const failOnKeyReuse = options?.onKeyReuse === "fail"
+  const reapplyInDoubt = options?.inDoubt === "reapply"
+  const lease = Duration.fromInputUnsafe(options?.lease ?? Duration.seconds(30))
+  const renewEvery = Duration.divideUnsafe(lease, 3)
+  const waitFor = Duration.toMillis(Duration.fromInputUnsafe(options?.waitFor ?? Duration.seconds(30)))
+  const counted = {
+    recorded: Metric.withAttributes(effectToolCalls, { tool, outcome: "recorded" }),
+    reconciled: Metric.withAttributes(effectToolCalls, { tool, outcome: "reconciled" }),
+    applied: Metric.withAttributes(effectToolCalls, { tool, outcome: "applied" }),
+    failed: Metric.withAttributes(effectToolCalls, { tool, outcome: "failed" })
+  }
 
   const checkRemote = (key: string, input: Input): Effect.Effect<Option.Option<Output>, E2, R2> => {
     if (alreadyApplied === undefined) return Effect.succeedNone
@@ -202,129 +370,178 @@ export const effectTool = <
       : alreadyApplied(key, input)
   }
 
-  const toStored = (output: Output): Effect.Effect<Schema.Json, Schema.SchemaError> =>
-    codec === undefined
-      // Without an Effect output schema the result is what the model reads as JSON.
+  /** The record's JSON: the output schema's encoding, or the result itself when it is JSON. */
+  const toStored = (output: Output): Effect.Effect<Schema.Json, ToolOutputError> => {
+    if (codec !== undefined) {
+      return Effect.mapError(Schema.encodeEffect(codec)(output), (error) => new ToolOutputError({ tool, message: error.message }))
+    }
+    const json = canonicalJson(output)
+    return Result.isSuccess(json)
+      // canonicalJson accepted it, so it is JSON.
       ? Effect.succeed(output as Schema.Json)
-      : Schema.encodeEffect(codec)(output)
+      : Effect.fail(new ToolOutputError({ tool, message: `the result is not JSON: ${json.failure.reason} at ${json.failure.path}` }))
+  }
 
-  /** A record the output schema cannot decode is a record that cannot be read. */
-  const fromStored = (key: string, recorded: Recorded): Effect.Effect<Output, EffectStoreError> =>
-    codec === undefined
+  /** A record the output schema cannot decode is a record that cannot be read: the call fails closed. */
+  const replay = (id: EffectId, recorded: Recorded, fingerprint: string | undefined): Effect.Effect<Answer, EffectStoreError | EffectKeyReused> => {
+    if (failOnKeyReuse && recorded.fingerprint !== undefined && recorded.fingerprint !== fingerprint) {
+      return Effect.fail(new EffectKeyReused(id))
+    }
+    const output = codec === undefined
       ? Effect.succeed(recorded.output as Output)
       : Effect.mapError(
         Schema.decodeUnknownEffect(codec)(recorded.output),
-        (cause) => new EffectStoreError({ operation: "get", key, cause })
+        (cause) => new EffectStoreError({ operation: "get", ...id, reason: "corrupt", cause })
       )
+    return Effect.map(output, (output) => ({ output, outcome: "recorded" }))
+  }
 
-  /** Records a result; a failure is logged, never raised: the effect already happened. */
-  const record = (store: EffectStore["Service"], key: string, output: Output, outcome: Recorded["outcome"]) =>
-    Effect.gen(function*() {
-      const stored = yield* toStored(output)
-      yield* store.put(key, { output: stored, outcome, recordedAt: yield* Clock.currentTimeMillis })
-    }).pipe(
-      Effect.catch(warnUnrecorded),
-      Effect.catchDefect(warnUnrecorded),
-      Effect.annotateLogs({ tool: toolName, effectKey: key })
+  /** Claims the key; while another owner holds it, waits with backoff until `waitFor` has passed. */
+  const claimOrWait = Effect.fnUntraced(function*(store: EffectStore["Service"], id: EffectId) {
+    const owner = ownerId()
+    const deadline = (yield* Clock.currentTimeMillis) + waitFor
+    let backoff = 10
+    for (;;) {
+      const claim = yield* store.claim(id, { owner, ttl: lease })
+      if (claim._tag !== "Busy") return claim
+      const now = yield* Clock.currentTimeMillis
+      if (now >= deadline) return yield* new EffectInProgress({ ...id, owner: claim.owner })
+      yield* Effect.sleep(Math.min(backoff, deadline - now, Math.max(1, claim.expiresAt - now)))
+      backoff = Math.min(backoff * 2, 500)
+    }
+  })
+
+  /** Renews the lease every third of it; fails with `ClaimLost` once another owner holds the key. */
+  const keepLease = (store: EffectStore["Service"], id: EffectId, fence: number): Effect.Effect<never, ClaimLost> =>
+    Effect.sleep(renewEvery).pipe(
+      Effect.andThen(store.renew(id, { fence, ttl: lease })),
+      Effect.catchTag("EffectStoreError", (error) => Effect.logWarning("The lease could not be renewed; trying again", error)),
+      Effect.forever
     )
 
-  /** The three steps for one key, as a Stream whose last element is the result. */
-  type Results = Stream.Stream<Output, E | EffectStoreError, R>
-  const apply = (store: EffectStore["Service"], key: string, input: Input, call: EffectCall, outcome: Ref.Ref<Outcome>) =>
-    Stream.unwrap(Effect.gen(function*() {
-      const recorded = yield* store.get(key)
-      if (Option.isSome(recorded)) {
-        yield* Ref.set(outcome, "recorded")
-        const replayed: Results = Stream.fromEffect(fromStored(key, recorded.value))
-        return replayed
-      }
-      const remote = yield* checkRemote(key, input)
-      if (Option.isSome(remote)) {
-        yield* record(store, key, remote.value, "reconciled")
-        yield* Ref.set(outcome, "reconciled")
-        const reconciled: Results = Stream.make(remote.value)
-        return reconciled
-      }
-      const result = execute(input, call)
-      const results: Stream.Stream<Output, E, R> = Stream.isStream(result) ? result : Stream.fromEffect(result)
-      // Recorded as the stream ends, in its finalizer: once the effect has
-      // happened, a run that stops now still waits for its record.
-      const applied: Results = onEnd(results, (exit, last) =>
-        Exit.isSuccess(exit) && Option.isSome(last)
-          ? Effect.andThen(record(store, key, last.value, "applied"), Ref.set(outcome, "applied"))
-          : Effect.void)
-      return applied
-    }))
+  /**
+   * Records a result. A failure is logged, never raised: the effect already
+   * happened. The claim's lease then ends at once, so that the next caller
+   * takes over and reconciles instead of waiting for a record that will not
+   * come.
+   */
+  const record = (
+    store: EffectStore["Service"],
+    id: EffectId,
+    fence: number,
+    output: Schema.Json,
+    outcome: Recorded["outcome"],
+    fingerprint: string | undefined
+  ) =>
+    Clock.currentTimeMillis.pipe(
+      Effect.flatMap((recordedAt) =>
+        store.put(id, { output, outcome, recordedAt, ...(fingerprint === undefined ? {} : { fingerprint }) }, { fence })
+      ),
+      Effect.catchCause((cause) => Effect.andThen(warnUnrecorded(cause), abandon(store, id, fence)))
+    )
 
-  return serverTool(definition, (input, { toolCallId }) =>
-    Stream.unwrap(Effect.gen(function*() {
+  /** Steps 3 and 4, holding the claim with `fence`. */
+  const applyClaimed = (
+    store: EffectStore["Service"],
+    id: EffectId,
+    claim: { readonly fence: number; readonly takenOver: boolean },
+    input: Input,
+    call: EffectCall,
+    fingerprint: string | undefined
+  ): Effect.Effect<Answer, E | E2 | EffectToolError, R | R2> => {
+    const { fence } = claim
+    // Released only while nothing happened; once the effect may have
+    // happened, the claim stays until its lease ends, so that the next
+    // caller treats the effect as in doubt.
+    let mayHaveHappened = false
+    return Effect.uninterruptibleMask((restore) =>
+      Effect.gen(function*() {
+        const remote = yield* restore(checkRemote(id.key, input))
+        if (Option.isSome(remote)) {
+          const stored = yield* toStored(remote.value)
+          yield* record(store, id, fence, stored, "reconciled", fingerprint)
+          return { output: remote.value, outcome: "reconciled" } as const
+        }
+        if (claim.takenOver && alreadyApplied === undefined && !reapplyInDoubt) {
+          mayHaveHappened = true
+          return yield* new EffectInDoubt(id)
+        }
+        const result = execute(input, call)
+        const applying = Stream.isStream(result) ? lastWithProgress(result, call) : result
+        const output = yield* restore(Effect.raceFirst(applying, keepLease(store, id, fence)))
+        mayHaveHappened = true
+        // Recorded even when the run stops now: the effect has happened.
+        const stored = yield* toStored(output)
+        yield* record(store, id, fence, stored, "applied", fingerprint)
+        return { output, outcome: "applied" } as const
+      })
+    ).pipe(
+      Effect.onExit((exit) =>
+        Exit.isSuccess(exit) ? Effect.void : mayHaveHappened ? abandon(store, id, fence) : Effect.ignore(store.release(id, { fence }))
+      )
+    )
+  }
+
+  const reconcile = (
+    store: EffectStore["Service"],
+    id: EffectId,
+    input: Input,
+    call: EffectCall,
+    fingerprint: string | undefined
+  ) =>
+    Effect.gen(function*() {
+      const recorded = yield* store.get(id)
+      if (Option.isSome(recorded)) return yield* replay(id, recorded.value, fingerprint)
+      const claim = yield* claimOrWait(store, id)
+      if (claim._tag === "Recorded") return yield* replay(id, claim.recorded, fingerprint)
+      return yield* applyClaimed(store, id, claim, input, call, fingerprint)
+    })
+
+  return serverTool(definition, (input, toolCall) =>
+    Effect.gen(function*() {
       const run = yield* RunContext
       const store = yield* EffectStore
-      const outcome = yield* Ref.make<Outcome>("failed")
-      const keyed = keyOf(input, { run, toolName, toolCallId })
-      const key = Effect.isEffect(keyed) ? yield* keyed : keyed
-      yield* Effect.annotateCurrentSpan({ "effect.key": key })
-      const call: EffectCall = { key, run, toolCallId, toolName }
-      return shared(store, key, () => apply(store, key, input, call, outcome), outcome).pipe(
-        Stream.onExit((exit) =>
-          Effect.gen(function*() {
-            const final = Exit.isSuccess(exit) ? yield* Ref.get(outcome) : "failed"
-            yield* Effect.annotateCurrentSpan({ "effect.outcome": final })
-            yield* Metric.update(Metric.withAttributes(effectToolCalls, { tool: toolName, outcome: final }), 1)
-          })
+      const createdAt = yield* RunCreatedAt
+      if (createdAt !== undefined && shouldWarnMadeInRun(store, createdAt)) {
+        yield* Effect.logWarning(
+          "This effect tool runs against an EffectStore.layerMemory made inside the request: every request gets an " +
+            "empty store, so nothing is de-duplicated across requests. Define the store's Layer once, at module level " +
+            "or in a ManagedRuntime."
         )
+      }
+      const keyed = keyOf(input, { run, toolName: tool, toolCallId: toolCall.toolCallId })
+      const key = Effect.isEffect(keyed) ? yield* keyed : keyed
+      if (key === "") return yield* new EffectKeyError({ path: "$", reason: "the effect key is empty" })
+      yield* Effect.annotateCurrentSpan({ "effect.key": key })
+      const json = canonicalJson(input)
+      if (Result.isFailure(json) && failOnKeyReuse) return yield* json.failure
+      const fingerprint = Result.isSuccess(json) ? yield* sha256Hex(json.success) : undefined
+      const id = { tool, key }
+      const call: EffectCall = { ...toolCall, key, run }
+      const { value, shared } = yield* store.share(id, reconcile(store, id, input, call, fingerprint)).pipe(
+        Effect.annotateLogs({ effectKey: key })
       )
-    })))
+      const outcome = shared ? "recorded" : value.outcome
+      yield* Effect.annotateCurrentSpan({ "effect.outcome": outcome })
+      yield* Metric.update(counted[outcome], 1)
+      return value.output
+    }).pipe(
+      Effect.tapCause(() => Effect.andThen(Effect.annotateCurrentSpan({ "effect.outcome": "failed" }), Metric.update(counted.failed, 1)))
+    ), options)
 }
+
+/** A claim owner that names this process, for the `Busy` answers other callers read. */
+const ownerId = (): string => `${processName}/${crypto.randomUUID()}`
+
+const processName = globalThis.process === undefined ? "runtime" : `pid-${globalThis.process.pid}`
+
+/**
+ * Ends a claim's lease now but keeps its owner, so that the next caller takes
+ * it over and treats the effect as in doubt. A store that cannot answer lets
+ * the lease end by itself.
+ */
+const abandon = (store: EffectStore["Service"], id: EffectId, fence: number): Effect.Effect<void> =>
+  Effect.ignore(store.renew(id, { fence, ttl: Duration.zero }))
 
 const warnUnrecorded = (cause: unknown) =>
   Effect.logWarning("The effect was applied but its record could not be written; alreadyApplied guards a retry", cause)
-
-/** Calls `f` with the stream's exit and its last element when the stream ends. */
-const onEnd = <A, E, R, R2>(
-  stream: Stream.Stream<A, E, R>,
-  f: (exit: Exit.Exit<unknown, E>, last: Option.Option<A>) => Effect.Effect<void, never, R2>
-): Stream.Stream<A, E, R | R2> =>
-  Stream.unwrap(Effect.map(Ref.make(Option.none<A>()), (last) =>
-    stream.pipe(
-      Stream.tap((element) => Ref.set(last, Option.some(element))),
-      Stream.onExit((exit) => Effect.flatMap(Ref.get(last), (element) => f(exit, element)))
-    )))
-
-// Calls in flight, by store and key: identical concurrent calls of one process
-// share one application. Keyed by the store instance, since one store is one
-// record of what was applied.
-const inFlight = new WeakMap<object, Map<string, Deferred.Deferred<unknown, unknown>>>()
-
-/**
- * The first call for a key applies it; a concurrent call for the same key
- * waits for that application and gets its result. If the first call is
- * interrupted, a waiting call applies the key itself.
- */
-const shared = <A, E, R>(
-  store: object,
-  key: string,
-  apply: () => Stream.Stream<A, E, R>,
-  outcome: Ref.Ref<Outcome>
-): Stream.Stream<A, E, R> =>
-  Stream.unwrap(Effect.sync(() => {
-    let calls = inFlight.get(store)
-    if (calls === undefined) inFlight.set(store, calls = new Map())
-    const running = calls.get(key) as Deferred.Deferred<A, E> | undefined
-    if (running !== undefined) {
-      return Stream.unwrap(Effect.map(Effect.exit(Deferred.await(running)), (exit): Stream.Stream<A, E, R> =>
-        Exit.isSuccess(exit)
-          ? Stream.fromEffect(Effect.as(Ref.set(outcome, "recorded"), exit.value))
-          : Cause.hasInterruptsOnly(exit.cause)
-          ? shared(store, key, apply, outcome)
-          : Stream.failCause(exit.cause)))
-    }
-    const application = Deferred.makeUnsafe<A, E>()
-    calls.set(key, application as Deferred.Deferred<unknown, unknown>)
-    return onEnd(apply(), (exit, result) => {
-      calls.delete(key)
-      return Exit.isSuccess(exit) && Option.isSome(result)
-        ? Deferred.succeed(application, result.value)
-        : Deferred.failCause(application, Exit.isFailure(exit) ? exit.cause : Cause.interrupt())
-    })
-  }))

@@ -11,7 +11,8 @@
  */
 import type { InferSchemaType, SchemaInput, ServerTool as CoreServerTool, ToolDefinitionInstance, ToolExecutionContext } from "@tanstack/ai"
 import type { Scope } from "effect"
-import { Cause, Effect, FiberSet, Option, Predicate, Schema, Stream } from "effect"
+import { Cause, Effect, FiberSet, Option, Predicate, Redacted, Result, Schema, Stream } from "effect"
+import { canonicalJson } from "./EffectKey.ts"
 import { RunContext } from "./RunContext.ts"
 import { isToolSchema } from "./ToolSchema.ts"
 
@@ -28,6 +29,12 @@ export interface ToolCall {
   readonly toolCallId: string
   /** The name of the tool that was called. */
   readonly toolName: string
+  /**
+   * Sends a progress value to the client now, as a `CUSTOM` event named
+   * {@link toolProgressEvent}. A tool that returns a Stream does this for
+   * every element.
+   */
+  readonly progress: (progress: unknown) => Effect.Effect<void>
 }
 
 /**
@@ -77,6 +84,28 @@ export interface EffectTool<out Name extends string, in out Input, out Output, o
   readonly definition: ToolDefinitionInstance<any, any, Name, any, boolean, any>
   /** Runs one call. */
   readonly handler: ToolHandler<Input, Output, E, R>
+  /**
+   * What the model reads when a call fails; see {@link ServerToolOptions}.
+   * It only ever receives this tool's causes.
+   */
+  readonly toModelError: ((cause: Cause.Cause<unknown>) => string) | undefined
+}
+
+/**
+ * Options of {@link serverTool}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ServerToolOptions<E> {
+  /**
+   * The text the model (and the client) reads when a call fails. By default
+   * it is `Tag: message` for a tagged failure, or `Tag: {fields}` as JSON for
+   * a tagged failure without a message (fields holding a `Redacted` value
+   * are left out), and `Name: message` for an Error or a defect. Return
+   * something shorter when a failure carries what the model must not read.
+   */
+  readonly toModelError?: ((cause: Cause.Cause<E>) => string) | undefined
 }
 
 /**
@@ -95,9 +124,10 @@ export declare namespace EffectTool {
 }
 
 /**
- * The name of the `CUSTOM` event that carries progress of a streaming tool:
- * every element of the tool's Stream but the last is sent as
- * `{ toolName, progress, toolCallId }`.
+ * The name of the `CUSTOM` event that carries progress of a tool: every
+ * element of a streaming tool's Stream is sent as `{ toolName, progress }`
+ * as soon as it is produced (the last is also the result), and so is every
+ * value a tool passes to `call.progress`. Core adds the `toolCallId`.
  *
  * @example
  * ```ts
@@ -135,8 +165,10 @@ export class ToolCallError extends Schema.TaggedError<ToolCallError>()("ToolCall
 /**
  * Makes a tool from a core tool definition and a function that returns an
  * Effect of the output. The function gets the decoded input. It may return a
- * Stream instead: every element but the last is sent as a progress event
- * ({@link toolProgressEvent}), and the last is the result.
+ * Stream instead: every element is sent as a progress event
+ * ({@link toolProgressEvent}) as soon as it is produced, and the last is the
+ * result. A result must be JSON: without an Effect output schema, a result
+ * that JSON cannot carry (a BigInt, a cycle, a Map) is a tool error.
  *
  * @example
  * ```ts
@@ -170,12 +202,15 @@ export const serverTool = <
   R = never
 >(
   definition: ToolDefinitionInstance<TInput, TOutput, Name, any, boolean, any>,
-  handler: ToolHandler<InferSchemaType<TInput>, InferSchemaType<TOutput>, E, R>
+  handler: ToolHandler<InferSchemaType<TInput>, InferSchemaType<TOutput>, E, R>,
+  options?: ServerToolOptions<E>
 ): EffectTool<Name, InferSchemaType<TInput>, InferSchemaType<TOutput>, E, R> => ({
   [TypeId]: variance,
   name: definition.name,
   definition,
-  handler
+  handler,
+  // Only this tool's causes reach it; the field is typed loosely to keep E covariant.
+  toModelError: options?.toModelError as ((cause: Cause.Cause<unknown>) => string) | undefined
 })
 
 const variance = { _E: (_: never) => _, _R: (_: never) => _ }
@@ -252,7 +287,10 @@ const toCoreTool = (
 ): CoreServerTool<any, any, string, unknown, boolean, any> => {
   const { definition } = tool
   const outputSchema = definition.outputSchema
-  const encode = isToolSchema(outputSchema) ? Schema.encodeUnknownEffect(outputSchema.codec) : undefined
+  const encode = isToolSchema(outputSchema) ? Schema.encodeUnknownEffect(outputSchema.codec) : checkJson
+  const invalidOutput = (error: { readonly message: string }) =>
+    new ToolCallError({ toolName: tool.name, message: `Invalid tool output: ${error.message}` })
+  const describe = tool.toModelError ?? describeCause
   return {
     ...definition,
     __toolSide: "server",
@@ -262,55 +300,74 @@ const toCoreTool = (
       ? { "~standard": { ...outputSchema["~standard"], validate: (value: unknown) => ({ value }) } }
       : outputSchema,
     execute: (input: unknown, context?: ToolExecutionContext) => {
-      const call: ToolCall = { toolCallId: context?.toolCallId ?? "", toolName: tool.name }
-      const run = runCall(tool, input, call, context).pipe(
-        Effect.flatMap((output) =>
-          encode === undefined
-            ? Effect.succeed(output)
-            : Effect.mapError(encode(output), (error) => new ToolCallError({ toolName: tool.name, message: `Invalid tool output: ${error.message}` }))
-        ),
+      const toolCallId = context?.toolCallId ?? ""
+      const call: ToolCall = {
+        toolCallId,
+        toolName: tool.name,
+        progress: (progress) => Effect.sync(() => context?.emitCustomEvent(toolProgressEvent, { toolName: tool.name, progress }))
+      }
+      const run = runCall(tool, input, call).pipe(
+        Effect.flatMap((output) => Effect.mapError(encode(output), invalidOutput)),
         // A defect does not fail the stream, so it is logged here or nowhere.
         Effect.tapCause((cause) => Cause.hasDies(cause) ? Effect.logError("The tool died", cause) : Effect.void),
         Effect.catchCause((cause) =>
           Cause.hasInterruptsOnly(cause)
             ? Effect.failCause(cause)
-            : Effect.fail(new ToolCallError({ toolName: tool.name, message: describeCause(cause) }))
+            : Effect.fail(new ToolCallError({ toolName: tool.name, message: modelErrorOf(cause, describe) }))
         ),
-        Effect.annotateLogs({ tool: tool.name, toolCallId: call.toolCallId }),
-        Effect.withSpan(`AI.tool ${tool.name}`, { attributes: { toolCallId: call.toolCallId } })
+        Effect.annotateLogs({ tool: tool.name, toolCallId }),
+        Effect.withSpan(`AI.tool ${tool.name}`, {
+          attributes: { "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool.name, "gen_ai.tool.call.id": toolCallId }
+        }, { captureStackTrace: false })
       )
       return runPromise(run)
     }
   }
 }
 
-const runCall = (
-  tool: EffectTool.Any,
-  input: unknown,
-  call: ToolCall,
-  context: ToolExecutionContext | undefined
-): Effect.Effect<unknown, unknown, unknown> =>
+/** A result without an Effect output schema goes to the model as it is, so it must be JSON. */
+const checkJson = (output: unknown): Effect.Effect<unknown, { readonly message: string }> => {
+  const json = canonicalJson(output)
+  return Result.isSuccess(json)
+    ? Effect.succeed(output)
+    : Effect.fail({ message: `the result is not JSON: ${json.failure.reason} at ${json.failure.path}` })
+}
+
+const runCall = (tool: EffectTool.Any, input: unknown, call: ToolCall): Effect.Effect<unknown, unknown, unknown> =>
   Effect.suspend(() => {
     const result: ReturnType<ToolHandler<unknown, unknown, unknown, unknown>> = tool.handler(input, call)
-    return Stream.isStream(result) ? lastWithProgress(result, tool.name, context) : result
+    return Stream.isStream(result) ? lastWithProgress(result, call) : result
   })
 
-/** Runs a tool's Stream: all elements but the last are progress, the last is the result. */
-const lastWithProgress = <A, E, R>(
+/**
+ * Runs a tool's Stream: every element is sent as progress when it is
+ * produced, and the last is the result.
+ *
+ * @internal
+ */
+export const lastWithProgress = <A, E, R>(
   stream: Stream.Stream<A, E, R>,
-  toolName: string,
-  context: ToolExecutionContext | undefined
+  call: Pick<ToolCall, "progress" | "toolName">
 ): Effect.Effect<A, E | ToolCallError, R> =>
   Effect.flatMap(
-    Stream.runFold(stream, Option.none<A>, (previous, element) => {
-      if (Option.isSome(previous)) context?.emitCustomEvent(toolProgressEvent, { toolName, progress: previous.value })
-      return Option.some(element)
-    }),
+    Stream.runFoldEffect(stream, Option.none<A>, (_, element) => Effect.as(call.progress(element), Option.some(element))),
     Option.match({
-      onNone: () => Effect.fail(new ToolCallError({ toolName, message: "The tool's stream ended without a result" })),
+      onNone: () => Effect.fail(new ToolCallError({ toolName: call.toolName, message: "The tool's stream ended without a result" })),
       onSome: Effect.succeed
     })
   )
+
+/** The model's text for a failed call; a `toModelError` that throws falls back to the default. */
+const modelErrorOf = (cause: Cause.Cause<unknown>, describe: (cause: Cause.Cause<unknown>) => string): string => {
+  const failure = cause.reasons.find(Cause.isFailReason)
+  // Our own errors (an invalid output, a stream without a result) already say what the model should read.
+  if (failure !== undefined && Predicate.isTagged(failure.error, "ToolCallError")) return describeCause(cause)
+  try {
+    return describe(cause)
+  } catch {
+    return describeCause(cause)
+  }
+}
 
 /**
  * The text the model reads for a failed tool: `Tag: message` for a tagged
@@ -336,9 +393,10 @@ const describeError = (error: unknown): string => {
 const fieldsOf = (error: object): string =>
   safeJson(Object.fromEntries(Object.entries(error).filter(([key]) => key !== "_tag" && key !== "stack")))
 
+/** JSON without the values a `Redacted` hides: those never reach the model. */
 const safeJson = (value: unknown): string => {
   try {
-    return JSON.stringify(value) ?? String(value)
+    return JSON.stringify(value, (_key, field) => Redacted.isRedacted(field) ? undefined : field) ?? String(value)
   } catch {
     return String(value)
   }

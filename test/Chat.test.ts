@@ -160,7 +160,7 @@ describe("AI.chat", () => {
       expect(message.error).toContain(`Invalid tool output: Expected string\n  at ["status"]`)
     }))
 
-  it.effect("a Stream tool sends every element but the last as progress, and the last is the result", () =>
+  it.effect("a Stream tool sends every element as progress, and the last is also the result", () =>
     Effect.gen(function*() {
       const tool = AI.serverTool(getOrderDef, () =>
         Stream.make({ status: "looking up" }, { status: "found" }, { status: "shipped" }))
@@ -171,7 +171,8 @@ describe("AI.chat", () => {
       )
       expect(progress).toEqual([
         { toolName: "get_order", progress: { status: "looking up" }, toolCallId: "call_0_0" },
-        { toolName: "get_order", progress: { status: "found" }, toolCallId: "call_0_0" }
+        { toolName: "get_order", progress: { status: "found" }, toolCallId: "call_0_0" },
+        { toolName: "get_order", progress: { status: "shipped" }, toolCallId: "call_0_0" }
       ])
       expect(toolMessagesOf(adapter, 1)).toEqual([{ status: "shipped" }])
     }))
@@ -253,15 +254,11 @@ describe("AI.chat", () => {
 })
 
 describe("AI.chat when the run stops", () => {
-  /**
-   * A tool that reports progress, then waits forever inside a resource. The
-   * first element goes out as progress once the second arrives, since only
-   * the end of the stream tells which element is the result.
-   */
+  /** A tool that reports progress once, then waits forever inside a resource. */
   const blockingTool = (events: Array<string>, started: Deferred.Deferred<void>) =>
     AI.serverTool(getOrderDef, () =>
       Stream.concat(
-        Stream.make({ status: "working" }, { status: "still working" }),
+        Stream.make({ status: "working" }),
         Stream.fromEffect(
           Effect.acquireRelease(
             Effect.sync(() => events.push("acquired")),
@@ -294,6 +291,45 @@ describe("AI.chat when the run stops", () => {
       expect(taken.filter(isProgress)).toHaveLength(1)
       expect(events).toEqual(["acquired", "interrupted", "released"])
       expect(adapter.turns).toHaveLength(1)
+    }))
+
+  it.live("progress is live: a tool's first element reaches the consumer while the tool still runs, and stopping there runs its finalizers", () =>
+    Effect.gen(function*() {
+      const events: Array<string> = []
+      const adapter = scriptedText(askFor("A-100"))
+      // One element, then a stream that never ends: only live progress can reach the consumer.
+      const working = AI.serverTool(getOrderDef, () =>
+        Stream.concat(
+          Stream.make({ status: "step 1" }),
+          Stream.fromEffect(
+            Effect.acquireRelease(Effect.sync(() => events.push("acquired")), () => Effect.sync(() => events.push("released"))).pipe(
+              Effect.andThen(Effect.never),
+              Effect.scoped
+            )
+          )
+        ))
+      const taken = yield* AI.chat({ adapter, messages: user("?"), tools: [working] }).pipe(
+        Stream.takeUntil(isProgress),
+        Stream.runCollect
+      )
+      expect(taken.filter(isProgress).map((chunk) => chunk.type === "CUSTOM" && chunk.value)).toEqual([
+        { toolName: "get_order", progress: { status: "step 1" }, toolCallId: "call_0_0" }
+      ])
+      expect(events.at(-1)).toBe("released")
+    }))
+
+  it.live("call.progress sends a progress event from an Effect tool while it runs", () =>
+    Effect.gen(function*() {
+      const adapter = scriptedText(askFor("A-100"))
+      const reporting = AI.serverTool(getOrderDef, (_, call) =>
+        Effect.andThen(call.progress({ step: "querying" }), Effect.never))
+      const taken = yield* AI.chat({ adapter, messages: user("?"), tools: [reporting] }).pipe(
+        Stream.takeUntil(isProgress),
+        Stream.runCollect
+      )
+      expect(taken.filter(isProgress).map((chunk) => chunk.type === "CUSTOM" && chunk.value)).toEqual([
+        { toolName: "get_order", progress: { step: "querying" }, toolCallId: "call_0_0" }
+      ])
     }))
 
   it.live("interrupting the fiber that runs the stream interrupts the tool and runs its finalizers", () =>

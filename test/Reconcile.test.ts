@@ -3,7 +3,7 @@ import type { StreamChunk } from "@tanstack/ai"
 import { describe, expect, it } from "@effect/vitest"
 import * as AI from "@tanstack/ai-effect"
 import { type ScriptedTextAdapter, scriptedText } from "@tanstack/ai-effect/testing"
-import { Data, Deferred, Effect, Fiber, Layer, Logger, Metric, Option, Ref, Schema, Stream, Tracer } from "effect"
+import { Data, Deferred, Duration, Effect, Fiber, Latch, Layer, Logger, Metric, Option, Ref, Schema, Stream, Tracer } from "effect"
 import { TestClock } from "effect/testing"
 
 class PostFailed extends Data.TaggedError("PostFailed")<{ readonly reason: string }> {}
@@ -84,6 +84,36 @@ const memoryStore = Effect.flatMap(
 const withStore = <A, E, R>(f: (store: AI.EffectStore["Service"]) => Effect.Effect<A, E, R>) =>
   Effect.scoped(Effect.flatMap(Effect.service(AI.EffectStore), f).pipe(Effect.provide(AI.EffectStore.layerMemory())))
 
+/** Records an effect as an earlier call would have: claim, then a fenced put. */
+const seedRecord = (store: AI.EffectStore["Service"], key: string, recorded: AI.Recorded) =>
+  Effect.gen(function*() {
+    const id = { tool: "comment", key }
+    const claim = yield* store.claim(id, { owner: "earlier-call", ttl: Duration.seconds(30) })
+    if (claim._tag !== "Claimed") return yield* Effect.die(`expected to claim ${key}, got ${claim._tag}`)
+    yield* store.put(id, recorded, { fence: claim.fence })
+  })
+
+const recordOf = (store: AI.EffectStore["Service"], key: string) => store.get({ tool: "comment", key })
+
+/**
+ * The store, counting the calls that reached its in-process sharing: a
+ * concurrency test opens its gate once every caller has arrived there.
+ */
+const countingArrivals = (store: AI.EffectStore["Service"], expected: number) =>
+  Effect.gen(function*() {
+    const arrived = yield* Ref.make(0)
+    const allArrived = yield* Latch.make()
+    const counting: AI.EffectStore["Service"] = {
+      ...store,
+      share: (id, effect) =>
+        Effect.andThen(
+          Effect.flatMap(Ref.updateAndGet(arrived, (n) => n + 1), (n) => n === expected ? allArrived.open : Effect.void),
+          store.share(id, effect)
+        )
+    }
+    return { store: counting, allArrived }
+  })
+
 const defaultKey = (input: { issue: number; body: string }, runId = run.runId) =>
   AI.EffectKey.perRun(input, { run: { ...run, runId }, toolName: "comment", toolCallId: "" })
 
@@ -93,7 +123,7 @@ describe("effect tools: what happens on every call", () => {
       Effect.gen(function*() {
         const tracker = yield* makeTracker
         const key = yield* defaultKey({ issue: 7, body: "Thanks for the report" })
-        yield* store.put(key, { output: { commentId: 41 }, outcome: "applied", recordedAt: 0 })
+        yield* seedRecord(store, key, { output: { commentId: 41 }, outcome: "applied", recordedAt: 0 })
         const { adapter } = yield* runChat(store, [commentTool(tracker)], [{ toolCalls: [commentOn(7)] }, { text: "Done" }])
         expect(toolResultsOf(adapter, 1)).toEqual([{ commentId: 41 }])
         expect(yield* Ref.get(tracker.checked)).toBe(0)
@@ -111,7 +141,7 @@ describe("effect tools: what happens on every call", () => {
         const { adapter } = yield* runChat(store, [commentTool(tracker)], [{ toolCalls: [commentOn(7)] }, { text: "Done" }])
         expect(toolResultsOf(adapter, 1)).toEqual([{ commentId: 1 }])
         expect(yield* Ref.get(tracker.executed)).toBe(0)
-        expect(yield* store.get(key)).toEqual(Option.some({ output: { commentId: 1 }, outcome: "reconciled", recordedAt: 0 }))
+        expect(yield* recordOf(store, key)).toMatchObject(Option.some({ output: { commentId: 1 }, outcome: "reconciled", recordedAt: 0 }))
       })
     ))
 
@@ -135,7 +165,7 @@ describe("effect tools: what happens on every call", () => {
         ])
         expect(toolResultsOf(adapter, 1)).toEqual([{ commentId: 1 }])
         const key = yield* defaultKey({ issue: 7, body: "Thanks for the report" })
-        expect(yield* store.get(key)).toEqual(Option.some({ output: { commentId: 1 }, outcome: "applied", recordedAt: 0 }))
+        expect(yield* recordOf(store, key)).toMatchObject(Option.some({ output: { commentId: 1 }, outcome: "applied", recordedAt: 0 }))
         const comments = yield* Ref.get(tracker.comments)
         expect(comments.map((comment) => AI.findEffectMarker(comment.body))).toEqual([[key]])
       })
@@ -161,7 +191,7 @@ describe("effect tools: what happens on every call", () => {
           const first = yield* runChat(store, [failing], [{ toolCalls: [commentOn(7)] }, { text: "Sorry" }])
           expect(toolResultsOf(first.adapter, 1)).toEqual([{ error: message }])
           const key = yield* defaultKey({ issue: 7, body: "Thanks for the report" })
-          expect(yield* store.get(key)).toEqual(Option.none())
+          expect(yield* recordOf(store, key)).toEqual(Option.none())
 
           yield* runChat(store, [commentTool(tracker)], [{ toolCalls: [commentOn(7)] }, { text: "Done" }])
           expect((yield* Ref.get(tracker.comments)).length).toBe(1)
@@ -193,14 +223,15 @@ describe("effect tools: what happens on every call", () => {
             yield* Deferred.await(gate)
             return { commentId: 99 }
           }))
+        const counting = yield* countingArrivals(store, 3)
         const [tool] = yield* AI.wrapToolsForRun([slow]).pipe(
           Effect.provideService(AI.RunContext, run),
-          Effect.provideService(AI.EffectStore, store)
+          Effect.provideService(AI.EffectStore, counting.store)
         )
         const call = (toolCallId: string) =>
           Effect.promise(() => Promise.resolve(tool!.execute!({ issue: 7, body: "x" }, { toolCallId, emitCustomEvent: () => {} })))
         const callers = yield* Effect.forkChild(Effect.all([call("a"), call("b"), call("c")], { concurrency: "unbounded" }))
-        yield* Effect.sleep("20 millis")
+        yield* counting.allArrived.await
         yield* Deferred.succeed(gate, undefined)
         expect(yield* Fiber.join(callers)).toEqual([{ commentId: 99 }, { commentId: 99 }, { commentId: 99 }])
         expect(yield* Ref.get(executed)).toBe(1)
@@ -222,11 +253,12 @@ describe("effect tools: what happens on every call", () => {
             }),
           { effectKey: ({ issue }) => `release:comment:${issue}` }
         )
+        const counting = yield* countingArrivals(store, 2)
         const runs = yield* Effect.forkChild(Effect.all([
-          runChat(store, [slow], [{ toolCalls: [commentOn(7, "one")] }, { text: "Done" }], { runId: "run-a" }),
-          runChat(store, [slow], [{ toolCalls: [commentOn(7, "two")] }, { text: "Done" }], { runId: "run-b" })
+          runChat(counting.store, [slow], [{ toolCalls: [commentOn(7, "one")] }, { text: "Done" }], { runId: "run-a" }),
+          runChat(counting.store, [slow], [{ toolCalls: [commentOn(7, "two")] }, { text: "Done" }], { runId: "run-b" })
         ], { concurrency: 2 }))
-        yield* Effect.sleep("30 millis")
+        yield* counting.allArrived.await
         yield* Deferred.succeed(gate, undefined)
         const [a, b] = yield* Fiber.join(runs)
         expect(yield* Ref.get(executed)).toBe(1)
@@ -256,10 +288,11 @@ describe("effect tools: what happens on every call", () => {
             }),
           { effectKey: ({ issue }) => `release:comment:${issue}`, alreadyApplied: (key, { issue }) => tracker.find(key, issue) }
         )
-        const first = yield* Effect.forkChild(runChat(store, [tool], [{ toolCalls: [commentOn(7)] }, { text: "Done" }], { runId: "run-a" }))
+        const counting = yield* countingArrivals(store, 2)
+        const first = yield* Effect.forkChild(runChat(counting.store, [tool], [{ toolCalls: [commentOn(7)] }, { text: "Done" }], { runId: "run-a" }))
         yield* Deferred.await(posted)
-        const second = yield* Effect.forkChild(runChat(store, [tool], [{ toolCalls: [commentOn(7)] }, { text: "Done" }], { runId: "run-b" }))
-        yield* Effect.sleep("20 millis")
+        const second = yield* Effect.forkChild(runChat(counting.store, [tool], [{ toolCalls: [commentOn(7)] }, { text: "Done" }], { runId: "run-b" }))
+        yield* counting.allArrived.await
         expect(yield* Ref.get(attempts)).toBe(1) // the second call waits for the first
         yield* Fiber.interrupt(first)
         const { adapter } = yield* Fiber.join(second)
@@ -325,11 +358,13 @@ describe("effect tools: what happens on every call", () => {
       const tracker = yield* makeTracker
       const memory = yield* memoryStore
       const writable = yield* Ref.make(false)
-      const store = AI.EffectStore.of({
-        get: memory.get,
-        put: (key, recorded) =>
+      const store = yield* AI.EffectStore.make({
+        ...memory,
+        put: (id, recorded, options) =>
           Effect.flatMap(Ref.get(writable), (ok) =>
-            ok ? memory.put(key, recorded) : Effect.fail(new AI.EffectStoreError({ operation: "put", key, cause: new Error("disk full") })))
+            ok
+              ? memory.put(id, recorded, options)
+              : Effect.fail(new AI.EffectStoreError({ operation: "put", ...id, reason: "unavailable", cause: new Error("disk full") })))
       })
       const logs: Array<{ level: string; message: unknown; annotations: Record<string, unknown> }> = []
       const captured = Logger.make((options) => {
@@ -349,19 +384,20 @@ describe("effect tools: what happens on every call", () => {
       const retry = yield* runChat(store, [commentTool(tracker)], [{ toolCalls: [commentOn(7)] }, { text: "Done" }])
       expect(toolResultsOf(retry.adapter, 1)).toEqual([{ commentId: 1 }])
       expect((yield* Ref.get(tracker.comments)).length).toBe(1)
-      expect(yield* store.get(key)).toMatchObject(Option.some({ outcome: "reconciled" }))
+      expect(yield* recordOf(store, key)).toMatchObject(Option.some({ outcome: "reconciled" }))
     }).pipe(Effect.scoped))
 
   it.effect("8. when the store cannot be read, the call fails closed: a tool error, and execute does not run", () =>
     Effect.gen(function*() {
       const tracker = yield* makeTracker
-      const down = AI.EffectStore.of({
-        get: (key) => Effect.fail(new AI.EffectStoreError({ operation: "get", key, cause: new Error("connection refused") })),
-        put: () => Effect.void
+      const memory = yield* memoryStore
+      const down = yield* AI.EffectStore.make({
+        ...memory,
+        get: (id) => Effect.fail(new AI.EffectStoreError({ operation: "get", ...id, reason: "unavailable", cause: new Error("connection refused") }))
       })
       const { adapter } = yield* runChat(down, [commentTool(tracker)], [{ toolCalls: [commentOn(7)] }, { text: "Sorry" }])
       const [result] = toolResultsOf(adapter, 1)
-      expect(result.error).toMatch(/^EffectStoreError: EffectStore get failed for run-1:comment:[0-9a-f]{64}: connection refused$/)
+      expect(result.error).toMatch(/^EffectStoreError: EffectStore get failed for run-1:comment:[0-9a-f]{64} \(tool comment\): connection refused$/)
       expect(yield* Ref.get(tracker.checked)).toBe(0)
       expect(yield* Ref.get(tracker.executed)).toBe(0)
     }))
@@ -371,7 +407,7 @@ describe("effect tools: what happens on every call", () => {
       Effect.gen(function*() {
         const tracker = yield* makeTracker
         const key = yield* defaultKey({ issue: 7, body: "Thanks for the report" })
-        yield* store.put(key, { output: { commentId: "not a number" }, outcome: "applied", recordedAt: 0 })
+        yield* seedRecord(store, key, { output: { commentId: "not a number" }, outcome: "applied", recordedAt: 0 })
         const { adapter } = yield* runChat(store, [commentTool(tracker)], [{ toolCalls: [commentOn(7)] }, { text: "Sorry" }])
         expect(toolResultsOf(adapter, 1)[0].error).toContain("EffectStoreError")
         expect(yield* Ref.get(tracker.executed)).toBe(0)
@@ -388,10 +424,10 @@ describe("effect tools: what happens on every call", () => {
           ))
         const first = yield* runChat(store, [pushing], [{ toolCalls: [commentOn(7)] }, { text: "Done" }])
         const progress = first.chunks.filter((chunk: StreamChunk) => chunk.type === "CUSTOM" && chunk.name === AI.toolProgressEvent)
-        expect(progress).toHaveLength(2)
+        expect(progress).toHaveLength(3)
         expect(toolResultsOf(first.adapter, 1)).toEqual([{ commentId: 3 }])
         const key = yield* defaultKey({ issue: 7, body: "Thanks for the report" })
-        expect(yield* store.get(key)).toMatchObject(Option.some({ output: { commentId: 3 } }))
+        expect(yield* recordOf(store, key)).toMatchObject(Option.some({ output: { commentId: 3 } }))
 
         const replay = yield* runChat(store, [pushing], [{ toolCalls: [commentOn(7)] }, { text: "Done" }])
         expect(toolResultsOf(replay.adapter, 1)).toEqual([{ commentId: 3 }])
@@ -422,12 +458,12 @@ describe("effect tools: what happens on every call", () => {
         yield* Fiber.interrupt(crashed)
         expect(events).toEqual(["open", "close"])
         const key = yield* defaultKey({ issue: 7, body: "Thanks for the report" })
-        expect(yield* store.get(key)).toEqual(Option.none())
+        expect(yield* recordOf(store, key)).toEqual(Option.none())
 
         const retry = yield* runChat(store, [hanging], [{ toolCalls: [commentOn(7)] }, { text: "Done" }])
         expect(toolResultsOf(retry.adapter, 1)).toEqual([{ commentId: 1 }])
         expect((yield* Ref.get(tracker.comments)).length).toBe(1)
-        expect(yield* store.get(key)).toMatchObject(Option.some({ outcome: "reconciled" }))
+        expect(yield* recordOf(store, key)).toMatchObject(Option.some({ outcome: "reconciled" }))
       })
     ))
 })
@@ -439,10 +475,10 @@ describe("effect tools when the run stops after the effect", () => {
       const memory = yield* memoryStore
       const writing = yield* Deferred.make<void>()
       const slowDisk = yield* Deferred.make<void>()
-      const store = AI.EffectStore.of({
-        get: memory.get,
-        put: (key, recorded) =>
-          Deferred.succeed(writing, undefined).pipe(Effect.andThen(Deferred.await(slowDisk)), Effect.andThen(memory.put(key, recorded)))
+      const store = yield* AI.EffectStore.make({
+        ...memory,
+        put: (id, recorded, options) =>
+          Deferred.succeed(writing, undefined).pipe(Effect.andThen(Deferred.await(slowDisk)), Effect.andThen(memory.put(id, recorded, options)))
       })
       const running = yield* Effect.forkChild(runChat(store, [commentTool(tracker)], [{ toolCalls: [commentOn(7)] }, { text: "Done" }]))
       yield* Deferred.await(writing)
@@ -450,7 +486,7 @@ describe("effect tools when the run stops after the effect", () => {
       yield* Deferred.succeed(slowDisk, undefined)
       yield* Fiber.join(stopping)
       const key = yield* defaultKey({ issue: 7, body: "Thanks for the report" })
-      expect(yield* memory.get(key)).toMatchObject(Option.some({ outcome: "applied", output: { commentId: 1 } }))
+      expect(yield* recordOf(memory, key)).toMatchObject(Option.some({ outcome: "applied", output: { commentId: 1 } }))
     }).pipe(Effect.scoped))
 })
 
@@ -586,19 +622,34 @@ describe("EffectStore.layerMemory", () => {
   it.effect("keeps at most its capacity, dropping the oldest records first", () =>
     Effect.gen(function*() {
       const store = yield* AI.EffectStore
-      for (const key of ["a", "b", "c"]) yield* store.put(key, recorded(1))
-      expect(yield* store.get("a")).toEqual(Option.none())
-      expect(Option.isSome(yield* store.get("b"))).toBe(true)
-      expect(Option.isSome(yield* store.get("c"))).toBe(true)
+      for (const key of ["a", "b", "c"]) yield* seedRecord(store, key, recorded(1))
+      expect(yield* recordOf(store, "a")).toEqual(Option.none())
+      expect(Option.isSome(yield* recordOf(store, "b"))).toBe(true)
+      expect(Option.isSome(yield* recordOf(store, "c"))).toBe(true)
     }).pipe(Effect.provide(AI.EffectStore.layerMemory({ capacity: 2 }))))
 
-  it.effect("forgets a record once its time to live has passed", () =>
+  it.effect("forgets a record once its retention has passed", () =>
     Effect.gen(function*() {
       const store = yield* AI.EffectStore
-      yield* store.put("k", recorded(1))
+      yield* seedRecord(store, "k", recorded(1))
       yield* TestClock.adjust("59 minutes")
-      expect(Option.isSome(yield* store.get("k"))).toBe(true)
+      expect(Option.isSome(yield* recordOf(store, "k"))).toBe(true)
       yield* TestClock.adjust("2 minutes")
-      expect(yield* store.get("k")).toEqual(Option.none())
-    }).pipe(Effect.provide(AI.EffectStore.layerMemory({ timeToLive: "1 hour" }))))
+      expect(yield* recordOf(store, "k")).toEqual(Option.none())
+    }).pipe(Effect.provide(AI.EffectStore.layerMemory({ retention: "1 hour" }))))
+
+  it("rejects a capacity that is not a positive integer when the layer is defined", () => {
+    for (const capacity of [0, -1, Number.NaN, 1.5]) {
+      expect(() => AI.EffectStore.layerMemory({ capacity })).toThrow(/capacity must be a positive integer/)
+    }
+  })
+
+  it.effect("evicting at capacity costs the same late in a long run as early: the oldest record goes, whatever came before", () =>
+    Effect.gen(function*() {
+      const store = yield* AI.EffectStore
+      // Many evictions leave deleted slots at the front of the Map; each put still evicts exactly the oldest.
+      for (let i = 0; i < 5_000; i++) yield* seedRecord(store, `k${i}`, recorded(i))
+      expect(yield* recordOf(store, "k4899")).toEqual(Option.none())
+      expect(yield* recordOf(store, "k4900")).toMatchObject(Option.some({ output: 4900 }))
+    }).pipe(Effect.provide(AI.EffectStore.layerMemory({ capacity: 100 }))))
 })
