@@ -47,11 +47,11 @@ export const sqliteBackend = (filename = join(mkdtempSync(join(tmpdir(), "ai-eff
   )
 })
 
-export const pgClient = (server: TestServer) => PgClient.layer({ url: Redacted.make(server.url), connectTimeout: "2 seconds" })
+export const pgClient = (url: string) => PgClient.layer({ url: Redacted.make(url), connectTimeout: "2 seconds" })
 
 export const postgresBackend = (server: TestServer): Backend => ({
   name: "postgres",
-  layer: (options) => layerSql(options).pipe(Layer.provide(pgClient(server))),
+  layer: (options) => layerSql(options).pipe(Layer.provide(pgClient(server.url))),
   // Another session locks the table inside an open transaction.
   hang: Effect.gen(function*() {
     const locked = yield* Latch.make()
@@ -61,22 +61,22 @@ export const postgresBackend = (server: TestServer): Backend => ({
         yield* sql.withTransaction(
           sql`LOCK TABLE ai_effects IN ACCESS EXCLUSIVE MODE`.pipe(Effect.andThen(locked.open), Effect.andThen(Effect.never))
         )
-      }).pipe(Effect.provide(pgClient(server)))
+      }).pipe(Effect.provide(pgClient(server.url)))
     )
     yield* locked.await
   })
 })
 
-export const redisClient = (server: TestServer) =>
-  NodeRedis.layer({ url: server.url, socket: { connectTimeout: 2_000, reconnectStrategy: false } })
+export const redisClient = (url: string) =>
+  NodeRedis.layer({ url, socket: { connectTimeout: 2_000, reconnectStrategy: false } })
 
 export const redisBackend = (server: TestServer): Backend => ({
   name: "redis",
-  layer: (options) => layerRedis(options).pipe(Layer.provide(redisClient(server))),
+  layer: (options) => layerRedis(options).pipe(Layer.provide(redisClient(server.url))),
   // Redis stops serving clients for a second, longer than the tests' deadline;
   // it resumes by itself, so that the clients can close afterwards.
   hang: Effect.flatMap(Effect.service(NodeRedis.NodeRedis), ({ client }) =>
-    Effect.promise(() => client.sendCommand(["CLIENT", "PAUSE", "1000", "ALL"]))).pipe(Effect.provide(redisClient(server)), Effect.asVoid)
+    Effect.promise(() => client.sendCommand(["CLIENT", "PAUSE", "1000", "ALL"]))).pipe(Effect.provide(redisClient(server.url)), Effect.asVoid)
 })
 
 /** A remote in memory that counts the applications of each key. */
@@ -102,9 +102,13 @@ export const noteDef = toolDefinition({
 })
 
 /** Calls the core form of an effect tool once, as core chat() would. */
-export const callTool = (tool: AI.EffectTool.Any, input: unknown, toolCallId = "call_1") =>
+export const callTool = <Tool extends AI.EffectTool.Any>(
+  tool: Tool,
+  input: unknown,
+  toolCallId = "call_1"
+): Effect.Effect<unknown, AI.ToolCallError, Exclude<AI.EffectTool.Requirements<Tool>, AI.RunContext>> =>
   Effect.gen(function*() {
-    const [core] = yield* AI.wrapToolsForRun([tool])
+    const [core] = yield* AI.wrapToolsForRun([tool as AI.EffectTool.Any])
     return yield* Effect.tryPromise({
       try: () => Promise.resolve(core!.execute!(input, { toolCallId, emitCustomEvent: () => {} })),
       catch: (error) => error as AI.ToolCallError
