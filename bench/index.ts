@@ -15,6 +15,9 @@ import { chat as coreChat, toolDefinition } from '@tanstack/ai'
 import * as AI from '@tanstack/ai-effect'
 import { scriptedText } from '@tanstack/ai-effect/testing'
 import { Effect, Layer, ManagedRuntime, Schema, Stream } from 'effect'
+import { benchProcesses, benchStores } from './stores.ts'
+
+const quick = process.argv.includes('--quick')
 
 interface Result {
   readonly name: string
@@ -87,3 +90,20 @@ console.table(
     'p95 µs': result.p95Micros.toFixed(1),
   })),
 )
+
+const stores = await benchStores(quick ? { rounds: 3, perRound: 100 } : { rounds: 7, perRound: 500 })
+console.log('\nEffect tools per store backend (medians of interleaved rounds, per call)')
+console.table(
+  stores.map((row) => ({
+    backend: row.backend,
+    case: row.case,
+    'raw µs': row.rawMicros.toFixed(1),
+    'ours µs': row.oursMicros.toFixed(1),
+    ratio: row.ratio.toFixed(2),
+    'calls/s': Number.isFinite(row.oursMicros) ? Math.round(1e6 / row.oursMicros) : '',
+    note: row.note ?? '',
+  })),
+)
+const processes = await benchProcesses(quick ? 100 : 1_000)
+console.log('\n4 processes calling one effect tool for the same keys at once')
+console.table(processes.map((row) => ({ ...row, callsPerSecond: Math.round(row.callsPerSecond) })))

@@ -3,11 +3,7 @@
  * by worker processes; a worker killed in the crash window; a server that
  * goes away during a run; and a restart that replays from the SQLite file.
  */
-import { spawn } from "node:child_process"
-import { once } from "node:events"
 import { mkdtempSync } from "node:fs"
-import { createServer, type Server } from "node:http"
-import type { AddressInfo } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
@@ -19,57 +15,32 @@ import { scriptedText } from "@tanstack/ai-effect/testing"
 import { Effect, Layer, Stream } from "effect"
 import { makeRemote, noteDef, pgClient } from "./support/backends.ts"
 import { missing, startPostgres, startRedis, type TestServer } from "./support/services.ts"
-import type { WorkerConfig, WorkerReport } from "./support/worker.ts"
+import type { WorkerConfig } from "./support/worker.ts"
+import { type Remote, runWorker as runWorkerWith, startRemote } from "./support/workers.ts"
 
 const noPostgres = missing("postgres")
 const noRedis = missing("redis")
 let postgres: TestServer | undefined
 let redis: TestServer | undefined
-let remote: { readonly url: string; readonly server: Server; readonly applied: Map<string, number> }
+let remote: Remote
 
 beforeAll(async () => {
-  ;[postgres, redis] = await Promise.all([
+  ;[postgres, redis, remote] = await Promise.all([
     noPostgres === undefined ? startPostgres() : undefined,
-    noRedis === undefined ? startRedis() : undefined
+    noRedis === undefined ? startRedis() : undefined,
+    startRemote()
   ])
-  // The remote system the workers apply effects to: it counts applications per key.
-  const applied = new Map<string, number>()
-  const server = createServer((req, res) => {
-    const [, action, key = ""] = req.url!.split("/")
-    if (req.method === "POST" && action === "apply") applied.set(key, (applied.get(key) ?? 0) + 1)
-    res.writeHead(200, { "content-type": "application/json" })
-    res.end(JSON.stringify({ applied: applied.get(key) ?? 0 }))
-  })
-  server.listen(0, "127.0.0.1")
-  await once(server, "listening")
-  remote = { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, server, applied }
 }, 60_000)
 
 afterAll(async () => {
-  remote.server.closeAllConnections()
-  remote.server.close()
+  remote.close()
   await Promise.all([postgres?.dispose(), redis?.dispose()])
 })
 
-interface WorkerExit {
-  readonly report: WorkerReport | undefined
-  readonly signal: NodeJS.Signals | null
-}
+/** Runs one worker against the test's remote. */
+const runWorker = (config: Omit<WorkerConfig, "remote">) => runWorkerWith({ ...config, remote: remote.url })
 
-/** Runs one worker process to its end. */
-const runWorker = async (config: Omit<WorkerConfig, "remote">): Promise<WorkerExit> => {
-  const child = spawn(process.execPath, ["--conditions=@tanstack/ai-effect/source", join(import.meta.dirname, "support/worker.ts")], {
-    env: { ...process.env, AI_EFFECT_WORKER: JSON.stringify({ ...config, remote: remote.url }) },
-    stdio: ["ignore", "pipe", "inherit"]
-  })
-  let output = ""
-  child.stdout.on("data", (part: Buffer) => (output += part.toString()))
-  const [, signal] = (await once(child, "exit")) as [number | null, NodeJS.Signals | null]
-  const line = output.trim().split("\n").at(-1)
-  return { report: line ? JSON.parse(line) as WorkerReport : undefined, signal }
-}
-
-const appliedOf = (keys: ReadonlyArray<string>) => keys.reduce((sum, key) => sum + (remote.applied.get(key) ?? 0), 0)
+const appliedOf = (keys: ReadonlyArray<string>) => remote.appliedOf(keys)
 
 let run = 0
 const keysFor = (name: string, count: number) => {
