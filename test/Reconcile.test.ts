@@ -653,3 +653,76 @@ describe("EffectStore.layerMemory", () => {
       expect(yield* recordOf(store, "k4900")).toMatchObject(Option.some({ output: 4900 }))
     }).pipe(Effect.provide(AI.EffectStore.layerMemory({ capacity: 100 }))))
 })
+
+describe("effect tools on claims", () => {
+  it.live("a long execute keeps its lease: past the lease, another owner still finds the key busy", () =>
+    withStore((store) =>
+      Effect.gen(function*() {
+        const started = yield* Deferred.make<void>()
+        const finish = yield* Deferred.make<void>()
+        const slow = AI.effectTool(
+          commentDef,
+          () => Deferred.succeed(started, undefined).pipe(Effect.andThen(Deferred.await(finish)), Effect.as({ commentId: 1 })),
+          { effectKey: ({ issue }) => `lease:${issue}`, lease: "150 millis" }
+        )
+        const running = yield* Effect.forkChild(runChat(store, [slow], [{ toolCalls: [commentOn(7)] }, { text: "Done" }]))
+        yield* Deferred.await(started)
+        // Three leases pass while execute runs; its renewals keep the claim.
+        yield* Effect.sleep("450 millis")
+        const other = yield* store.claim({ tool: "comment", key: "lease:7" }, { owner: "other", ttl: Duration.seconds(1) })
+        expect(other._tag).toBe("Busy")
+        yield* Deferred.succeed(finish, undefined)
+        const { adapter } = yield* Fiber.join(running)
+        expect(toolResultsOf(adapter, 1)).toEqual([{ commentId: 1 }])
+      })
+    ))
+
+  it.live("when a renewal finds the claim lost, execute is interrupted and the call fails with ClaimLost", () =>
+    Effect.gen(function*() {
+      const memory = yield* memoryStore
+      const store = yield* AI.EffectStore.make({
+        ...memory,
+        renew: (id, { fence }) => Effect.fail(new AI.ClaimLost({ ...id, fence }))
+      })
+      const interrupted = yield* Deferred.make<void>()
+      const slow = AI.effectTool(
+        commentDef,
+        () => Effect.never.pipe(Effect.onInterrupt(() => Deferred.succeed(interrupted, undefined))),
+        { effectKey: ({ issue }) => `lost:${issue}`, lease: "60 millis" }
+      )
+      const { adapter } = yield* runChat(store, [slow], [{ toolCalls: [commentOn(7)] }, { text: "Sorry" }])
+      expect(toolResultsOf(adapter, 1)[0].error).toMatch(/^ClaimLost: The claim on lost:7 \(tool comment, fence 1\) was lost/)
+      expect(yield* Deferred.isDone(interrupted)).toBe(true)
+    }).pipe(Effect.scoped))
+
+  const crashedClaim = (store: AI.EffectStore["Service"], key: string) =>
+    // An owner that claimed the key and vanished: its lease has already ended.
+    store.claim({ tool: "comment", key }, { owner: "crashed", ttl: Duration.zero })
+
+  it.effect("an expired claim of a crashed owner, without alreadyApplied, fails with EffectInDoubt and runs nothing", () =>
+    withStore((store) =>
+      Effect.gen(function*() {
+        const tracker = yield* makeTracker
+        const tool = AI.effectTool(commentDef, ({ issue, body }) => tracker.post(issue, body), { effectKey: ({ issue }) => `doubt:${issue}` })
+        yield* crashedClaim(store, "doubt:7")
+        const { adapter } = yield* runChat(store, [tool], [{ toolCalls: [commentOn(7)] }, { text: "Sorry" }])
+        expect(toolResultsOf(adapter, 1)[0].error).toMatch(/^EffectInDoubt: /)
+        expect(yield* Ref.get(tracker.executed)).toBe(0)
+      })
+    ))
+
+  it.effect("inDoubt: \"reapply\" applies an effect in doubt again, by the tool's own choice", () =>
+    withStore((store) =>
+      Effect.gen(function*() {
+        const tracker = yield* makeTracker
+        const tool = AI.effectTool(commentDef, ({ issue, body }) => tracker.post(issue, body), {
+          effectKey: ({ issue }) => `reapply:${issue}`,
+          inDoubt: "reapply"
+        })
+        yield* crashedClaim(store, "reapply:7")
+        const { adapter } = yield* runChat(store, [tool], [{ toolCalls: [commentOn(7)] }, { text: "Done" }])
+        expect(toolResultsOf(adapter, 1)).toEqual([{ commentId: 1 }])
+        expect(yield* Ref.get(tracker.executed)).toBe(1)
+      })
+    ))
+})

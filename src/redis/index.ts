@@ -9,18 +9,10 @@
  *
  * @since 0.1.0
  */
-import { Clock, Duration, Effect, Layer, Option, Schema } from "effect"
-import { Redis, type RedisError, script } from "effect/persistence/Redis"
-import {
-  Claim,
-  ClaimLost,
-  type EffectId,
-  EffectStore,
-  EffectStoreError,
-  Recorded,
-  type StoreOperation,
-  type StoreOptions
-} from "../EffectStore.ts"
+import { Clock, Duration, Effect, Layer, Option } from "effect"
+import { Redis, script } from "effect/persistence/Redis"
+import { Claim, ClaimLost, type EffectId, EffectStore, type Recorded, type StoreOptions } from "../EffectStore.ts"
+import { readRecord, unavailable } from "../internal/durable.ts"
 import { retentionOf } from "../internal/store.ts"
 
 /**
@@ -127,11 +119,6 @@ export const makeRedisStore = Effect.fnUntraced(function*(options?: RedisStoreOp
   const prefix = options?.prefix ?? "ai-effect:"
   const retention = retentionOf(options)
   const keyOf = (id: EffectId) => `${prefix}${encodeURIComponent(id.tool)}:${id.key}`
-  const unavailable = (operation: StoreOperation, id: EffectId) => (cause: RedisError) =>
-    new EffectStoreError({ operation, ...id, reason: "unavailable", cause })
-  const decodeRecord = Schema.decodeUnknownEffect(Schema.fromJsonString(Recorded))
-  const readRecord = (operation: StoreOperation, id: EffectId, text: string) =>
-    Effect.mapError(decodeRecord(text), (cause) => new EffectStoreError({ operation, ...id, reason: "corrupt", cause }))
   const claimLua = redis.eval(claimScript)
   const putLua = redis.eval(putScript)
   const releaseLua = redis.eval(releaseScript)

@@ -5,19 +5,11 @@
  *
  * @since 0.1.0
  */
-import { Clock, Duration, Effect, Layer, Option, Schedule, Schema } from "effect"
+import { Clock, Duration, Effect, Layer, Option, Schedule } from "effect"
 import { SqlClient } from "effect/sql/SqlClient"
 import type { SqlError } from "effect/sql/SqlError"
-import {
-  Claim,
-  ClaimLost,
-  type EffectId,
-  EffectStore,
-  EffectStoreError,
-  Recorded,
-  type StoreOperation,
-  type StoreOptions
-} from "../EffectStore.ts"
+import { Claim, ClaimLost, type EffectId, EffectStore, type Recorded, type StoreOptions } from "../EffectStore.ts"
+import { readRecord, unavailable } from "../internal/durable.ts"
 import { retentionOf } from "../internal/store.ts"
 
 /**
@@ -82,11 +74,6 @@ export const makeSqlStore = Effect.fnUntraced(function*(options?: SqlStoreOption
   )`
   yield* sql`CREATE INDEX IF NOT EXISTS ${sql(`${options?.table ?? "ai_effects"}_expires_at`)} ON ${table} (expires_at)`
 
-  const unavailable = (operation: StoreOperation, id: EffectId) => (cause: SqlError) =>
-    new EffectStoreError({ operation, ...id, reason: "unavailable", cause })
-  const decodeRecord = Schema.decodeUnknownEffect(Schema.fromJsonString(Recorded))
-  const readRecord = (operation: StoreOperation, id: EffectId, text: string) =>
-    Effect.mapError(decodeRecord(text), (cause) => new EffectStoreError({ operation, ...id, reason: "corrupt", cause }))
 
   const get = (id: EffectId) =>
     Effect.gen(function*() {
