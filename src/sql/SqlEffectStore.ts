@@ -61,7 +61,7 @@ export const makeSqlStore = Effect.fnUntraced(function*(options?: SqlStoreOption
   const sql = yield* SqlClient
   const table = sql(options?.table ?? "ai_effects")
   const retention = retentionOf(options)
-  yield* sql`CREATE TABLE IF NOT EXISTS ${table} (
+  const createTable = sql`CREATE TABLE IF NOT EXISTS ${table} (
     tool TEXT NOT NULL,
     effect_key TEXT NOT NULL,
     fence BIGINT NOT NULL,
@@ -71,9 +71,13 @@ export const makeSqlStore = Effect.fnUntraced(function*(options?: SqlStoreOption
     record TEXT,
     expires_at BIGINT NOT NULL,
     PRIMARY KEY (tool, effect_key)
-  )`
-  yield* sql`CREATE INDEX IF NOT EXISTS ${sql(`${options?.table ?? "ai_effects"}_expires_at`)} ON ${table} (expires_at)`
-
+  )`.pipe(
+    Effect.andThen(sql`CREATE INDEX IF NOT EXISTS ${sql(`${options?.table ?? "ai_effects"}_expires_at`)} ON ${table} (expires_at)`),
+    // Processes starting together race on IF NOT EXISTS (PostgreSQL's catalog
+    // may refuse the second creation); one more attempt finds the table there.
+    Effect.retry({ times: 5, schedule: Schedule.spaced("50 millis") })
+  )
+  yield* createTable
 
   const get = (id: EffectId) =>
     Effect.gen(function*() {
