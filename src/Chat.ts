@@ -15,6 +15,7 @@ import { chat as coreChat } from "@tanstack/ai"
 import type { AnyTextAdapter, StreamChunk } from "@tanstack/ai"
 import type { TextActivityOptions } from "@tanstack/ai/adapters"
 import { Effect, Schema, Stream } from "effect"
+import { guardArguments } from "./internal/arguments.ts"
 import { makeRun, RunCreatedAt } from "./internal/run.ts"
 import { RunContext } from "./RunContext.ts"
 import { type EffectTool, wrapToolsForRun } from "./ServerTool.ts"
@@ -132,6 +133,7 @@ export const chat = <
         try: () =>
           coreChat({
             ...coreOptions,
+            adapter: guardArguments(coreOptions.adapter),
             runId: run.runId,
             threadId: run.threadId,
             abortController,

@@ -396,7 +396,10 @@ const fieldsOf = (error: object): string =>
 /** JSON without the values a `Redacted` hides: those never reach the model. */
 const safeJson = (value: unknown): string => {
   try {
-    return JSON.stringify(value, (_key, field) => Redacted.isRedacted(field) ? undefined : field) ?? String(value)
+    // The replacer sees a value after its toJSON; the holder still has the Redacted itself.
+    return JSON.stringify(value, function(this: Record<string, unknown>, key, field) {
+      return Redacted.isRedacted(this[key]) ? undefined : field
+    }) ?? String(value)
   } catch {
     return String(value)
   }

@@ -20,6 +20,7 @@
  */
 import { Cause, Exit, JsonSchema, Option, Predicate, Schema } from "effect"
 import type { StandardJSONSchemaV1, StandardSchemaV1 } from "effect/StandardSchema"
+import { maxArgumentDepth, nestsDeeperThan } from "./internal/arguments.ts"
 
 const TypeId = "~@tanstack/ai-effect/ToolSchema"
 
@@ -139,6 +140,9 @@ export const toolSchema = <S extends Schema.Codec<any, any, never, any>>(
   const codec = Schema.toCodecJson(schema)
   const decode = Schema.decodeUnknownExit(codec, { errors: "all" })
   const validate = (value: unknown): StandardSchemaV1.Result<S["Type"]> => {
+    if (nestsDeeperThan(value, maxArgumentDepth)) {
+      return { issues: [{ message: `The arguments are nested deeper than ${maxArgumentDepth} levels` }] }
+    }
     const exit = decode(dropAbsentNulls(value, jsonSchema))
     return Exit.isSuccess(exit) ? { value: exit.value } : { issues: issuesOf(exit.cause) }
   }

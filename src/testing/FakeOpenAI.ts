@@ -13,7 +13,7 @@ import { createServer, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
 import { Effect } from "effect"
 import type { Scope } from "effect"
-import { textDeltas } from "./internal.ts"
+import { argumentsText, textDeltas } from "./internal.ts"
 import type { ScriptedReply } from "./ScriptedText.ts"
 
 /**
@@ -202,7 +202,7 @@ const streamReply = async (
   for (const [i, call] of (reply.toolCalls ?? []).entries()) {
     const itemId = `fc_${index}_${i}`
     const callId = call.id ?? `call_${index}_${i}`
-    const args = JSON.stringify(call.args)
+    const args = argumentsText(call)
     const outputIndex = output.length
     send({
       type: "response.output_item.added",

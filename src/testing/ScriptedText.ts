@@ -11,7 +11,7 @@
  */
 import type { ModelMessage, StreamChunk, TextOptions } from "@tanstack/ai"
 import { BaseTextAdapter } from "@tanstack/ai/adapters"
-import { textDeltas } from "./internal.ts"
+import { argumentsText, textDeltas } from "./internal.ts"
 import type { StructuredOutputResult } from "@tanstack/ai/adapters"
 
 /**
@@ -23,7 +23,12 @@ import type { StructuredOutputResult } from "@tanstack/ai/adapters"
 export interface ScriptedToolCall {
   readonly name: string
   /** The arguments as the model would send them (encoded to JSON). */
-  readonly args: unknown
+  readonly args?: unknown
+  /**
+   * The arguments' text exactly as the model sends it, in place of `args`:
+   * invalid JSON, or JSON nested deeper than anything `args` could hold.
+   */
+  readonly rawArgs?: string
   /** Defaults to `call_<turn>_<index>`. */
   readonly id?: string
 }
@@ -120,10 +125,10 @@ export class ScriptedTextAdapter extends BaseTextAdapter<"scripted", Record<stri
     const toolCalls = turn.toolCalls ?? []
     for (const [i, call] of toolCalls.entries()) {
       const toolCallId = call.id ?? `call_${index}_${i}`
-      const args = JSON.stringify(call.args)
+      const args = argumentsText(call)
       yield { type: "TOOL_CALL_START", toolCallId, toolCallName: call.name, toolName: call.name, index: i, ...base } as StreamChunk
       yield { type: "TOOL_CALL_ARGS", toolCallId, delta: args, ...base } as StreamChunk
-      yield { type: "TOOL_CALL_END", toolCallId, toolCallName: call.name, toolName: call.name, input: call.args, ...base } as StreamChunk
+      yield { type: "TOOL_CALL_END", toolCallId, toolCallName: call.name, toolName: call.name, ...base } as StreamChunk
     }
     yield {
       type: "RUN_FINISHED",

@@ -1,0 +1,65 @@
+/**
+ * Guards for tool arguments as a model sends them, before core reads them.
+ *
+ * Core keeps the arguments an adapter parsed (the `input` of
+ * `TOOL_CALL_END`) in place of the text the model sent, and writes them back
+ * with `JSON.stringify`. So text that did not parse reaches the tool as `{}`
+ * (the model then reads "Missing key"), and arguments nested thousands of
+ * levels deep overflow the stack and end the whole run. The guarded adapter
+ * drops such an `input`, so that core parses the text itself: the model
+ * reads that the arguments were not valid JSON, or the tool schema refuses
+ * the depth, and the run goes on.
+ */
+import type { AnyTextAdapter, StreamChunk } from "@tanstack/ai"
+import { Predicate } from "effect"
+
+/** Tool arguments nested deeper than this are refused; no tool schema needs as many levels. */
+export const maxArgumentDepth = 512
+
+/** Whether a JSON value nests deeper than `limit`, walked without recursion. */
+export const nestsDeeperThan = (value: unknown, limit: number): boolean => {
+  const pending: Array<readonly [unknown, number]> = [[value, 0]]
+  for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
+    const [current, depth] = next
+    if (!Predicate.isObjectOrArray(current)) continue
+    if (depth >= limit) return true
+    for (const child of Object.values(current)) pending.push([child, depth + 1])
+  }
+  return false
+}
+
+const isJson = (text: string): boolean => {
+  try {
+    JSON.parse(text)
+    return true
+  } catch {
+    return false
+  }
+}
+
+/** The adapter with every `TOOL_CALL_END` checked against the argument text the model streamed. */
+export const guardArguments = <TAdapter extends AnyTextAdapter>(adapter: TAdapter): TAdapter =>
+  Object.create(adapter, {
+    chatStream: {
+      value: (options: Parameters<TAdapter["chatStream"]>[0]) => guardStream(adapter.chatStream(options))
+    }
+  })
+
+async function* guardStream(chunks: AsyncIterable<StreamChunk>): AsyncIterable<StreamChunk> {
+  const argumentText = new Map<string, string>()
+  for await (const chunk of chunks) {
+    if (chunk.type === "TOOL_CALL_ARGS") {
+      argumentText.set(chunk.toolCallId, (argumentText.get(chunk.toolCallId) ?? "") + chunk.delta)
+    } else if (chunk.type === "TOOL_CALL_END" && chunk.input !== undefined) {
+      const text = argumentText.get(chunk.toolCallId)
+      argumentText.delete(chunk.toolCallId)
+      const unreadable = (text !== undefined && text.trim() !== "" && !isJson(text)) || nestsDeeperThan(chunk.input, maxArgumentDepth)
+      if (unreadable) {
+        const { input: _input, ...withoutInput } = chunk
+        yield withoutInput
+        continue
+      }
+    }
+    yield chunk
+  }
+}
