@@ -148,3 +148,51 @@ export const chat = <
     })
   )
 }
+
+/**
+ * What `chatParamsFromRequest` (core's reader of an AG-UI request body)
+ * returns: the fields a chat run needs from the request.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ChatRequestParams {
+  readonly messages: ChatOptions<AnyTextAdapter, []>["messages"]
+  readonly threadId: string
+  readonly runId: string
+  readonly parentRunId?: string | undefined
+  readonly state?: unknown
+  readonly resume?: ChatOptions<AnyTextAdapter, []>["resume"]
+}
+
+/**
+ * The options of a chat run taken from a request: its messages, ids, state,
+ * and the `resume` and `parentRunId` that carry a client's answers to an
+ * interrupt (a tool approval). Spread it into {@link chat}, so that nothing a
+ * resumed run needs is dropped.
+ *
+ * @example
+ * ```ts
+ * import { chatParamsFromRequest, toServerSentEventsResponse } from "@tanstack/ai"
+ * import * as AI from "@tanstack/ai-effect"
+ * import { openaiText } from "@tanstack/ai-openai"
+ * import { Stream } from "effect"
+ *
+ * export async function POST(request: Request) {
+ *   const params = await chatParamsFromRequest(request)
+ *   const stream = AI.chat({ adapter: openaiText("gpt-5.2"), ...AI.fromChatParams(params), tools: [] })
+ *   return toServerSentEventsResponse(Stream.toAsyncIterable(stream))
+ * }
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const fromChatParams = (params: ChatRequestParams): ChatRequestParams => ({
+  messages: params.messages,
+  threadId: params.threadId,
+  runId: params.runId,
+  ...(params.parentRunId === undefined ? {} : { parentRunId: params.parentRunId }),
+  ...(params.state === undefined ? {} : { state: params.state }),
+  ...(params.resume === undefined ? {} : { resume: params.resume })
+})

@@ -10,9 +10,7 @@ export async function POST(request: Request) {
 
   const stream = AI.chat({
     adapter: openaiText('gpt-5.2'),
-    messages: params.messages,
-    threadId: params.threadId,
-    runId: params.runId,
+    ...AI.fromChatParams(params),
     tools: [getOrder],
   }).pipe(Stream.provide(DbLive))
 
