@@ -192,7 +192,18 @@ describe("AI.chat", () => {
       )
       expect(adapter.turns[0]?.toolNames).toEqual(["get_order", "weather", "notify"])
       expect(toolMessagesOf(adapter, 1)).toEqual([{ status: "shipped" }, { sky: "clear" }])
-      // The client tool is handed to the client: the run pauses for it.
+      // The Effect tool and the core server tool both produced their results on the stream.
+      const results = chunks.flatMap((chunk) => chunk.type === "TOOL_CALL_RESULT" ? [chunk] : [])
+      expect(results.map((chunk) => [chunk.toolCallId, JSON.parse(String(chunk.content))])).toEqual([
+        ["call_0_0", { status: "shipped" }],
+        ["call_0_1", { sky: "clear" }]
+      ])
+      // The client tool is handed to the client: its call goes out with its name and arguments, and the run pauses for it.
+      const clientCall = chunks.find((chunk) => chunk.type === "TOOL_CALL_START" && chunk.toolCallName === "notify")
+      expect(clientCall).toMatchObject({ type: "TOOL_CALL_START", toolCallId: "call_1_0", toolCallName: "notify" })
+      const clientArgs = chunks.flatMap((chunk) => chunk.type === "TOOL_CALL_ARGS" && chunk.toolCallId === "call_1_0" ? [chunk.delta] : [])
+      expect(JSON.parse(clientArgs.join(""))).toEqual({ text: "shipped" })
+      expect(results.some((chunk) => chunk.toolCallId === "call_1_0")).toBe(false)
       const last = chunks.at(-1)
       expect(last?.type).toBe("RUN_FINISHED")
       expect(JSON.stringify(last)).toContain("notify")

@@ -726,3 +726,43 @@ describe("effect tools on claims", () => {
       })
     ))
 })
+
+describe("effect tools: key reuse", () => {
+  it.effect("onKeyReuse: \"fail\": a call whose key is recorded for another input fails with EffectKeyReused, naming the key, and nothing runs", () =>
+    withStore((store) =>
+      Effect.gen(function*() {
+        const tracker = yield* makeTracker
+        const strict = AI.effectTool(
+          commentDef,
+          ({ issue, body }) => tracker.post(issue, body),
+          { effectKey: ({ issue }, { run }) => `${run.runId}:comment:${issue}`, onKeyReuse: "fail" }
+        )
+        const { adapter } = yield* runChat(store, [strict], [
+          { toolCalls: [commentOn(7, "First answer")] },
+          { toolCalls: [commentOn(7, "First answer")] },
+          { toolCalls: [commentOn(7, "Another body")] },
+          { text: "Done" }
+        ])
+        expect(toolResultsOf(adapter, 1)).toEqual([{ commentId: 1 }])
+        // The same input replays; another input under the same key is refused.
+        expect(toolResultsOf(adapter, 2)).toEqual([{ commentId: 1 }, { commentId: 1 }])
+        expect(toolResultsOf(adapter, 3).at(-1)).toEqual({
+          error: "EffectKeyReused: The effect key run-1:comment:7 of tool comment is recorded for another input"
+        })
+        expect(yield* Ref.get(tracker.executed)).toBe(1)
+      })
+    ))
+
+  it.effect("each record keeps the SHA-256 of its canonical input", () =>
+    withStore((store) =>
+      Effect.gen(function*() {
+        const tracker = yield* makeTracker
+        yield* runChat(store, [commentTool(tracker, { reconcile: false })], [{ toolCalls: [commentOn(7)] }, { text: "Done" }])
+        const input = { issue: 7, body: "Thanks for the report" }
+        const key = yield* defaultKey(input)
+        const fingerprint = yield* AI.EffectKey.fingerprint(input)
+        expect(yield* recordOf(store, key)).toMatchObject(Option.some({ fingerprint }))
+        expect(key.endsWith(fingerprint)).toBe(true)
+      })
+    ))
+})
