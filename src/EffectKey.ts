@@ -7,10 +7,6 @@
  * once. {@link perToolCall} keys by thread and tool call instead, for calls
  * that come back in a later request with a new run id.
  *
- * `effectMarker` embeds a key in what a tool creates (a comment body, a pull
- * request description) as a hidden HTML comment, and `findEffectMarker` reads
- * it back, so that a reconciler can find an effect an earlier attempt applied.
- *
  * @since 0.1.0
  */
 import { Effect, Predicate, Result, Schema } from "effect"
@@ -278,57 +274,3 @@ export const perRun = (input: unknown, context: KeyContext): Effect.Effect<strin
  */
 export const perToolCall = (_input: unknown, context: KeyContext): string =>
   `${context.run.threadId}:${context.toolName}:${context.toolCallId}`
-
-const markerPattern = /<!-- chamberu:effect=(\S+) -->/g
-
-/**
- * The hidden HTML comment `<!-- chamberu:effect=<key> -->` to embed in what a
- * tool creates. Characters that could end the comment early or split the
- * marker (`>`, `<`, a second `-` of `--`, white space, and `%` itself) are
- * percent-encoded; other keys appear byte for byte.
- *
- * @example
- * ```ts
- * import * as AI from "@tanstack/ai-effect"
- *
- * AI.effectMarker("run-1:comment:42") // "<!-- chamberu:effect=run-1:comment:42 -->"
- * ```
- *
- * @since 0.1.0
- * @category markers
- */
-export const effectMarker = (key: string): string => `<!-- chamberu:effect=${escapeKey(key)} -->`
-
-/**
- * The effect keys of every marker in a text, in order.
- *
- * @example
- * ```ts
- * import * as AI from "@tanstack/ai-effect"
- *
- * AI.findEffectMarker(`Thanks!\n${AI.effectMarker("run-1:comment:42")}`) // ["run-1:comment:42"]
- * ```
- *
- * @since 0.1.0
- * @category markers
- */
-export const findEffectMarker = (text: string): ReadonlyArray<string> =>
-  [...text.matchAll(markerPattern)].flatMap((match) => {
-    try {
-      return [decodeURIComponent(match[1] ?? "")]
-    } catch {
-      return [] // not a marker this module wrote
-    }
-  })
-
-const escapeKey = (key: string): string => {
-  let out = ""
-  for (const char of key) {
-    if (char === "%" || char === "<" || char === ">" || /\s/.test(char) || (char === "-" && out.endsWith("-"))) {
-      out += encodeURIComponent(char).replace(/-/g, "%2D")
-    } else {
-      out += char
-    }
-  }
-  return out
-}

@@ -1,7 +1,7 @@
-import { createHash } from "node:crypto"
+import { createHash, createHmac } from "node:crypto"
 import { describe, expect, it } from "@effect/vitest"
 import * as AI from "@tanstack/ai-effect"
-import { Effect, Result } from "effect"
+import { Effect, Redacted, Result } from "effect"
 
 const run = { runId: "run-1", threadId: "thread-1", agent: "responder", trigger: "webhook" }
 
@@ -87,5 +87,32 @@ describe("AI.effectMarker", () => {
     const text = `Hello\n${AI.effectMarker("k1")}\nand ${AI.effectMarker("k2")}`
     expect(AI.findEffectMarker(text)).toEqual(["k1", "k2"])
     expect(AI.findEffectMarker("no marker here <!-- other comment -->")).toEqual([])
+  })
+})
+
+describe("AI.EffectMarker.signed", () => {
+  const markers = AI.EffectMarker.signed(Redacted.make("test secret"))
+
+  it("writes <!-- chamberu:effect=<key> sig=<HMAC-SHA-256 of the key> --> and finds the key again", () => {
+    const expected = createHmac("sha256", "test secret").update("run-1:comment:42").digest("hex")
+    expect(markers.marker("run-1:comment:42")).toBe(`<!-- chamberu:effect=run-1:comment:42 sig=${expected} -->`)
+    expect(markers.find(`Thanks!\n${markers.marker("run-1:comment:42")}`)).toEqual(["run-1:comment:42"])
+  })
+
+  it("finds no marker whose signature does not verify: typed, copied onto another key, or signed with another secret", () => {
+    const copied = markers.marker("run-0:comment:1").replace("run-0:comment:1", "run-1:comment:1")
+    const otherSecret = AI.EffectMarker.signed("another secret").marker("run-1:comment:1")
+    expect(markers.find(`${AI.effectMarker("run-1:comment:1")} ${copied} ${otherSecret}`)).toEqual([])
+  })
+
+  it("keeps the unsigned marker byte for byte as the spec writes it, and it does not read signed ones", () => {
+    expect(AI.effectMarker("k")).toBe("<!-- chamberu:effect=k -->")
+    expect(AI.findEffectMarker(markers.marker("k"))).toEqual([])
+  })
+
+  it("escapes keys as the unsigned marker does, so that no key can end the comment early", () => {
+    const marker = markers.marker("a-->b")
+    expect(marker.slice("<!--".length, -"-->".length)).not.toContain("--")
+    expect(markers.find(marker)).toEqual(["a-->b"])
   })
 })

@@ -4,9 +4,9 @@
  */
 import * as AI from "@tanstack/ai-effect"
 import { scriptedText } from "@tanstack/ai-effect/testing"
-import { Effect, Fiber, Layer, ManagedRuntime, Stream } from "effect"
+import { Effect, Fiber, Layer, ManagedRuntime, Redacted, Stream } from "effect"
 import { afterEach, describe, expect, it } from "vitest"
-import { CommentPosted, makeResponder } from "../examples/responder/responder.ts"
+import { CommentPosted, makeResponder, Markers } from "../examples/responder/responder.ts"
 import { Tracker } from "../examples/responder/Tracker.ts"
 import { startTracker } from "../examples/responder/tracker-server.ts"
 
@@ -21,9 +21,10 @@ const setup = async () => {
     if (server.listening()) await server.close()
   })
   const tracker = Tracker.layer({ url: server.url, token: "bot-token" })
+  const markers = Markers.layer(secret)
   // One runtime, so one store, for every run of a test: the record outlives a crashed run.
   const runtime = ManagedRuntime.make(
-    Layer.mergeAll(CommentPosted.layer.pipe(Layer.provideMerge(tracker)), AI.EffectStore.layerMemory())
+    Layer.mergeAll(CommentPosted.layer.pipe(Layer.provideMerge(Layer.merge(tracker, markers))), AI.EffectStore.layerMemory())
   )
   cleanups.push(() => runtime.dispose())
   await runtime.runPromise(Effect.void) // builds the layers: the tracker client learns its account
@@ -39,6 +40,9 @@ const setup = async () => {
   return { server, runResponder }
 }
 
+const secret = Redacted.make("responder-test-secret")
+const signed = AI.EffectMarker.signed(secret)
+
 const answer = (body: string) => ({ toolCalls: [{ name: "comment", args: { issue: 1, body } }] })
 
 describe("the responder example", () => {
@@ -47,7 +51,7 @@ describe("the responder example", () => {
     const { adapter, run } = runResponder("run-1", [answer("Try clearing the cache."), answer("Or reinstall."), { text: "Answered." }])
     await run()
     expect(server.comments.map((comment) => comment.author)).toEqual(["responder-bot"])
-    expect(AI.findEffectMarker(server.comments[0]!.body)).toEqual(["run-1:comment:1"])
+    expect(signed.find(server.comments[0]!.body)).toEqual(["run-1:comment:1"])
     expect(adapter.turns[0]?.systemPrompts).toEqual(["Answer new issues."])
   })
 
@@ -69,14 +73,31 @@ describe("the responder example", () => {
     const { server, runResponder } = await setup()
     await runResponder("run-1", [answer("First."), { text: "Answered." }]).run()
     await runResponder("run-2", [answer("Second."), { text: "Answered." }]).run()
-    expect(server.comments.map((comment) => AI.findEffectMarker(comment.body))).toEqual([["run-1:comment:1"], ["run-2:comment:1"]])
+    expect(server.comments.map((comment) => signed.find(comment.body))).toEqual([["run-1:comment:1"], ["run-2:comment:1"]])
   })
 
-  it("does not count a marker forged by another author as applied", async () => {
+  it("does not count a marker by another author as applied, even one with a valid signature copied from elsewhere", async () => {
     const { server, runResponder } = await setup()
-    server.addComment(1, "mallory", `Nothing to see here ${AI.effectMarker("run-1:comment:1")}`)
+    server.addComment(1, "mallory", `Nothing to see here ${signed.marker("run-1:comment:1")}`)
     await runResponder("run-1", [answer("Try clearing the cache."), { text: "Answered." }]).run()
     expect(server.comments.map((comment) => comment.author)).toEqual(["mallory", "responder-bot"])
+  })
+
+  it("does not count a signed marker copied onto another key, even in the bot's own comment (a quote)", async () => {
+    const { server, runResponder } = await setup()
+    // The signature of run-0's key, with run-1's key written in front of it.
+    const copied = signed.marker("run-0:comment:1").replace("run-0:comment:1", "run-1:comment:1")
+    server.addComment(1, "responder-bot", `> quoting a user: ${copied}`)
+    await runResponder("run-1", [answer("Try clearing the cache."), { text: "Answered." }]).run()
+    expect(server.comments).toHaveLength(2)
+  })
+
+  it("does not count a marker with a wrong signature, nor an unsigned one, even in the bot's own comment", async () => {
+    const { server, runResponder } = await setup()
+    const wrong = AI.EffectMarker.signed(Redacted.make("someone else's secret")).marker("run-1:comment:1")
+    server.addComment(1, "responder-bot", `> quoting a user: ${wrong} ${AI.effectMarker("run-1:comment:1")}`)
+    await runResponder("run-1", [answer("Try clearing the cache."), { text: "Answered." }]).run()
+    expect(server.comments).toHaveLength(2)
   })
 
   it("fails closed when the tracker cannot be searched: a tool error, and no comment", async () => {

@@ -1,14 +1,15 @@
 /**
  * The responder agent of the reconciliation page: it answers new issues with
- * one comment per run and issue. The comment carries the effect marker, and
- * `CommentPosted` finds it again after a crash, trusting only comments
- * written by the tracker account the tool posts as: anyone can type the
- * marker text into a comment of their own.
+ * one comment per run and issue. The comment carries a signed effect marker,
+ * and `CommentPosted` finds it again after a crash, trusting only comments
+ * written by the tracker account the tool posts as whose marker's signature
+ * verifies: anyone can type marker text into a comment, and a bot's comment
+ * may quote what someone else typed.
  */
 import type { AnyTextAdapter } from '@tanstack/ai'
 import { toolDefinition } from '@tanstack/ai'
 import * as AI from '@tanstack/ai-effect'
-import { Effect, Layer, Option, Schema } from 'effect'
+import { Context, Effect, Layer, Option, type Redacted, Schema } from 'effect'
 import { Tracker, type TrackerError } from './Tracker.ts'
 
 export const commentDef = toolDefinition({
@@ -20,6 +21,11 @@ export const commentDef = toolDefinition({
 
 type CommentInput = { readonly issue: number; readonly body: string }
 
+/** The responder's signed effect markers. */
+export class Markers extends Context.Service<Markers, AI.EffectMarker.Signed>()('examples/responder/Markers') {
+  static readonly layer = (secret: Redacted.Redacted<string>) => Layer.sync(Markers, () => AI.EffectMarker.signed(secret))
+}
+
 /** Finds the comment an earlier, crashed attempt already posted. */
 export class CommentPosted extends AI.Remote<CommentPosted, CommentInput, { readonly commentId: number }, TrackerError>()(
   'examples/responder/CommentPosted',
@@ -28,12 +34,13 @@ export class CommentPosted extends AI.Remote<CommentPosted, CommentInput, { read
     CommentPosted,
     Effect.gen(function* () {
       const tracker = yield* Tracker
+      const markers = yield* Markers
       return CommentPosted.of({
         alreadyApplied: (key, { issue }) =>
           tracker.listComments(issue).pipe(
             Effect.map((comments) =>
               Option.fromNullishOr(
-                comments.find((comment) => comment.author === tracker.account && AI.findEffectMarker(comment.body).includes(key)),
+                comments.find((comment) => comment.author === tracker.account && markers.find(comment.body).includes(key)),
               ).pipe(Option.map((comment) => ({ commentId: comment.id }))),
             ),
           ),
@@ -55,7 +62,8 @@ export const makeResponder = <TAdapter extends AnyTextAdapter>(adapter: TAdapter
           ({ issue, body }, { key }) =>
             Effect.gen(function* () {
               const tracker = yield* Tracker
-              const comment = yield* tracker.postComment(issue, `${body}\n${AI.effectMarker(key)}`)
+              const markers = yield* Markers
+              const comment = yield* tracker.postComment(issue, `${body}\n${markers.marker(key)}`)
               return { commentId: comment.id }
             }),
           {
