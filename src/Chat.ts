@@ -9,6 +9,11 @@
  * running tool fiber is interrupted, and its finalizers have run before the
  * stream's finalization completes.
  *
+ * A run is traced: `AI.chat` runs in the span `AI.chat` (`AI.agent <name>`
+ * for an agent's run) with the OpenTelemetry GenAI attributes (operation,
+ * model, provider, conversation id, agent, and the token usage the adapter
+ * reports), and every Effect tool call runs in a child span `AI.tool <name>`.
+ *
  * @since 0.1.0
  */
 import { chat as coreChat } from "@tanstack/ai"
@@ -17,6 +22,7 @@ import type { TextActivityOptions } from "@tanstack/ai/adapters"
 import { Effect, Schema, Stream } from "effect"
 import { guardArguments } from "./internal/arguments.ts"
 import { makeRun, RunCreatedAt } from "./internal/run.ts"
+import { addUsage, type Usage, usageAttributes } from "./internal/telemetry.ts"
 import { RunContext } from "./RunContext.ts"
 import { type EffectTool, wrapToolsForRun } from "./ServerTool.ts"
 
@@ -114,9 +120,19 @@ export const chat = <
   options: ChatOptions<TAdapter, Tools>
 ): Stream.Stream<StreamChunk, ChatError, ChatRequirements<Tools>> => {
   const createdAt = performance.now()
+  const isAgent = options.agent !== undefined
   return Stream.unwrap(
     Effect.gen(function*() {
       const run = yield* makeRun(options)
+      yield* Effect.annotateCurrentSpan({
+        "gen_ai.operation.name": isAgent ? "invoke_agent" : "chat",
+        "gen_ai.request.model": options.adapter.model,
+        "gen_ai.provider.name": options.adapter.name,
+        "gen_ai.conversation.id": run.threadId,
+        "gen_ai.agent.name": run.agent,
+        "ai.run.id": run.runId,
+        "ai.run.trigger": run.trigger
+      })
       const { agent: _agent, trigger: _trigger, tools, ...coreOptions } = options
       // Acquired before the controller, so released after it: the model
       // request is aborted first, then the tool fibers are interrupted and
@@ -144,8 +160,19 @@ export const chat = <
           } as unknown as Parameters<typeof coreChat>[0]) as AsyncIterable<StreamChunk>,
         catch: (cause) => new ChatError({ cause })
       })
-      return Stream.fromAsyncIterable(iterable, (cause) => new ChatError({ cause }))
+      // The run's token usage, summed over its model turns, on the run's span.
+      const usage: Usage = { input: 0, output: 0 }
+      return Stream.fromAsyncIterable(iterable, (cause) => new ChatError({ cause })).pipe(
+        Stream.tap((chunk) => {
+          if (chunk.type !== "RUN_FINISHED") return Effect.void
+          addUsage(usage, chunk)
+          return Effect.annotateCurrentSpan(usageAttributes(usage))
+        })
+      )
     })
+  ).pipe(
+    // Tool spans are its children: the tool fibers start inside it.
+    Stream.withSpan(isAgent ? `AI.agent ${options.agent}` : "AI.chat", { captureStackTrace: false })
   )
 }
 
