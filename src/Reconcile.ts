@@ -24,7 +24,6 @@
  *
  * @since 0.1.0
  */
-import type { InferSchemaType, SchemaInput, ToolDefinitionInstance } from "@tanstack/ai"
 import { Clock, Context, Duration, Effect, Exit, Metric, Option, Result, Schema, Stream } from "effect"
 import { canonicalJson, EffectKeyError, type KeyStrategy, perRun, sha256Hex } from "./EffectKey.ts"
 import { ClaimLost, EffectStore, EffectStoreError, type EffectId, type Recorded } from "./EffectStore.ts"
@@ -320,26 +319,25 @@ export const effectToolCalls = Metric.counter("ai_effect_tool_calls", {
  * @category constructors
  */
 export const effectTool = <
-  TInput extends SchemaInput | undefined,
-  TOutput extends SchemaInput | undefined,
-  const Name extends string,
+  const Definition extends EffectTool.AnyDefinition,
   E = never,
   R = never,
   E2 = never,
   R2 = never
 >(
-  definition: ToolDefinitionInstance<TInput, TOutput, Name, any, boolean, any>,
-  execute: ToolHandler<InferSchemaType<TInput>, InferSchemaType<TOutput>, E, R, EffectCall>,
-  options?: EffectToolOptions<InferSchemaType<TInput>, InferSchemaType<TOutput>, E, E2, R2>
+  definition: Definition,
+  execute: ToolHandler<EffectTool.InputOf<Definition>, EffectTool.OutputOf<Definition>, E, R, EffectCall>,
+  options?: EffectToolOptions<EffectTool.InputOf<Definition>, EffectTool.OutputOf<Definition>, E, E2, R2>
 ): EffectTool<
-  Name,
-  InferSchemaType<TInput>,
-  InferSchemaType<TOutput>,
+  Definition["name"],
+  EffectTool.InputOf<Definition>,
+  EffectTool.OutputOf<Definition>,
   E | E2 | EffectToolError,
-  R | R2 | EffectStore | RunContext
+  R | R2 | EffectStore | RunContext,
+  Definition
 > => {
-  type Input = InferSchemaType<TInput>
-  type Output = InferSchemaType<TOutput>
+  type Input = EffectTool.InputOf<Definition>
+  type Output = EffectTool.OutputOf<Definition>
   interface Answer {
     readonly output: Output
     readonly outcome: Exclude<Outcome, "failed">

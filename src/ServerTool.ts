@@ -9,7 +9,7 @@
  *
  * @since 0.1.0
  */
-import type { InferSchemaType, SchemaInput, ServerTool as CoreServerTool, ToolDefinitionInstance, ToolExecutionContext } from "@tanstack/ai"
+import type { InferSchemaType, ServerTool as CoreServerTool, ToolDefinitionInstance, ToolExecutionContext } from "@tanstack/ai"
 import type { Scope } from "effect"
 import { Cause, Effect, FiberSet, Option, Predicate, Redacted, Result, Schema, Stream } from "effect"
 import { canonicalJson } from "./EffectKey.ts"
@@ -74,14 +74,21 @@ export type ToolHandler<Input, Output, E, R, Call = ToolCall> = (
  * @since 0.1.0
  * @category models
  */
-export interface EffectTool<out Name extends string, in out Input, out Output, out E, out R> {
+export interface EffectTool<
+  out Name extends string,
+  in out Input,
+  out Output,
+  out E,
+  out R,
+  out Definition = EffectTool.AnyDefinition<Name>
+> {
   readonly [TypeId]: {
     readonly _E: (_: never) => E
     readonly _R: (_: never) => R
   }
   readonly name: Name
-  /** The core tool definition: name, description, schemas, approval. */
-  readonly definition: ToolDefinitionInstance<any, any, Name, any, boolean, any>
+  /** The core tool definition (name, description, schemas, approval), with its types. */
+  readonly definition: Definition
   /** Runs one call. */
   readonly handler: ToolHandler<Input, Output, E, R>
   /**
@@ -116,11 +123,22 @@ export interface ServerToolOptions<E> {
  */
 export declare namespace EffectTool {
   /** Any Effect tool. */
-  export type Any = EffectTool<string, any, any, any, any>
+  export type Any = EffectTool<string, any, any, any, any, any>
+  /**
+   * Any core tool definition of a tool named `Name`. Its `execute` takes any
+   * arguments, so that a definition with typed arguments is one too.
+   */
+  export type AnyDefinition<Name extends string = string> =
+    & Omit<ToolDefinitionInstance<any, any, Name, any, boolean, any>, "execute">
+    & { readonly execute?: ((args: any, context?: any) => unknown) | undefined }
+  /** The input a definition's input schema decodes to. */
+  export type InputOf<Definition extends AnyDefinition> = InferSchemaType<Definition["inputSchema"]>
+  /** The output a definition's output schema describes. */
+  export type OutputOf<Definition extends AnyDefinition> = InferSchemaType<Definition["outputSchema"]>
   /** The services a tool (or a union of tools) needs. */
-  export type Requirements<T> = T extends EffectTool<string, any, any, any, infer R> ? R : never
+  export type Requirements<T> = T extends EffectTool<string, any, any, any, infer R, any> ? R : never
   /** The typed failures of a tool (or a union of tools). */
-  export type Error<T> = T extends EffectTool<string, any, any, infer E, any> ? E : never
+  export type Error<T> = T extends EffectTool<string, any, any, infer E, any, any> ? E : never
 }
 
 /**
@@ -194,17 +212,11 @@ export class ToolCallError extends Schema.TaggedError<ToolCallError>()("ToolCall
  * @since 0.1.0
  * @category constructors
  */
-export const serverTool = <
-  TInput extends SchemaInput | undefined,
-  TOutput extends SchemaInput | undefined,
-  const Name extends string,
-  E = never,
-  R = never
->(
-  definition: ToolDefinitionInstance<TInput, TOutput, Name, any, boolean, any>,
-  handler: ToolHandler<InferSchemaType<TInput>, InferSchemaType<TOutput>, E, R>,
+export const serverTool = <const Definition extends EffectTool.AnyDefinition, E = never, R = never>(
+  definition: Definition,
+  handler: ToolHandler<EffectTool.InputOf<Definition>, EffectTool.OutputOf<Definition>, E, R>,
   options?: ServerToolOptions<E>
-): EffectTool<Name, InferSchemaType<TInput>, InferSchemaType<TOutput>, E, R> => ({
+): EffectTool<Definition["name"], EffectTool.InputOf<Definition>, EffectTool.OutputOf<Definition>, E, R, Definition> => ({
   [TypeId]: variance,
   name: definition.name,
   definition,

@@ -3,7 +3,7 @@
  * `@ts-expect-error` that no longer meets an error fails the type check.
  */
 import { chatParamsFromRequest, toolDefinition, toServerSentEventsResponse } from "@tanstack/ai"
-import type { StreamChunk } from "@tanstack/ai"
+import type { InferSchemaType, StreamChunk } from "@tanstack/ai"
 import * as AI from "@tanstack/ai-effect"
 import { scriptedText } from "@tanstack/ai-effect/testing"
 import { openaiText } from "@tanstack/ai-openai"
@@ -17,8 +17,16 @@ class Clock extends Context.Service<Clock, { readonly now: Effect.Effect<number>
 describe("requirements of AI.chat", () => {
   it("keeps the tool Effect's services and typed failure in the tool's type", () => {
     expectTypeOf(getOrder).toEqualTypeOf<
-      AI.EffectTool<"get_order", { readonly id: string }, { readonly status: string }, OrderNotFound, Db>
+      AI.EffectTool<"get_order", { readonly id: string }, { readonly status: string }, OrderNotFound, Db, typeof getOrderDef>
     >()
+  })
+
+  it("keeps the definition's types: tool.definition's input type is the schema's", () => {
+    expectTypeOf(getOrder.definition).toEqualTypeOf<typeof getOrderDef>()
+    expectTypeOf<InferSchemaType<typeof getOrder.definition.inputSchema>>().toEqualTypeOf<{ readonly id: string }>()
+    expectTypeOf<InferSchemaType<typeof getOrder.definition.outputSchema>>().toEqualTypeOf<{ readonly status: string }>()
+    const comment = AI.effectTool(getOrderDef, () => Effect.succeed({ status: "sent" }))
+    expectTypeOf<InferSchemaType<typeof comment.definition.inputSchema>>().toEqualTypeOf<{ readonly id: string }>()
   })
 
   it("makes the services of every Effect tool requirements of the stream, until a Layer provides them", () => {
