@@ -157,9 +157,9 @@ export const toolSchema = <S extends Schema.Codec<any, any, never, any>>(
       version: 1,
       vendor: "effect",
       validate,
-      // The document is draft-07, the target core asks for. A strict schema
-      // reads the same in draft 2020-12, since tuples, the one part that
-      // differs, are not strict.
+      // One document for every target: a strict schema reads the same in
+      // draft-07 and 2020-12, and a tuple (never strict) is written as
+      // 2020-12's prefixItems, the dialect OpenAI reads.
       jsonSchema: { input: () => jsonSchema, output: () => jsonSchema }
     }
   }
@@ -245,12 +245,15 @@ const rewrite = (
         .map((variant, i) => rewrite(variant, `${path}|${i}`, definitions, visiting))
       if (variants.length === 1) Object.assign(out, variants[0])
       else out.anyOf = variants
+    } else if (key === "items" && Array.isArray(value)) {
+      // A tuple, in the form OpenAI reads (JSON Schema 2020-12). Draft-07's
+      // array-form `items` would pass the OpenAI adapter's strict check, and
+      // the provider would then refuse the tool.
+      out.prefixItems = value.map((item, i) => rewrite(item, `${path}[${i}]`, definitions, visiting))
+    } else if (key === "additionalItems") {
+      out.items = isNode(value) ? rewrite(value, `${path}[]`, definitions, visiting) : value
     } else if (key === "items" || key === "additionalProperties") {
-      out[key] = Array.isArray(value)
-        ? value.map((item, i) => rewrite(item, `${path}[${i}]`, definitions, visiting))
-        : isNode(value)
-        ? rewrite(value, `${path}[]`, definitions, visiting)
-        : value
+      out[key] = isNode(value) ? rewrite(value, `${path}[]`, definitions, visiting) : value
     } else {
       out[key] = value
     }
@@ -279,7 +282,7 @@ const assertStrict = (node: Node, path: string): void => {
   for (const key of unsupportedKeywords) {
     if (key in node) throw new ToolSchemaError({ path, reason: `the keyword "${key}" is not supported` })
   }
-  if (Array.isArray(node.items)) {
+  if ("prefixItems" in node) {
     throw new ToolSchemaError({ path, reason: "tuples are not supported; use a struct with named fields" })
   }
   const isObject = node.type === "object" || (Array.isArray(node.type) && node.type.includes("object"))

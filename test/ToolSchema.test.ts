@@ -2,7 +2,9 @@ import { toolDefinition } from "@tanstack/ai"
 import type { InferToolInput } from "@tanstack/ai"
 import { describe, expect, expectTypeOf, it } from "@effect/vitest"
 import * as AI from "@tanstack/ai-effect"
-import { Schema } from "effect"
+import { fakeOpenAI } from "@tanstack/ai-effect/testing"
+import { createOpenaiChat } from "@tanstack/ai-openai"
+import { Effect, Schema, Stream } from "effect"
 
 const validate = (schema: AI.ToolSchema<Schema.Constraint>, value: unknown) => {
   const result = schema["~standard"].validate(value)
@@ -141,4 +143,36 @@ describe("AI.toolSchema", () => {
     })
     expectTypeOf<InferToolInput<typeof definition>>().toEqualTypeOf<{ readonly at: Date; readonly note?: string }>()
   })
+})
+
+describe("AI.toolSchema through the real OpenAI adapter", () => {
+  const roundTrip = <S extends Schema.Codec<any, any, never, any>>(schema: S, args: unknown) =>
+    Effect.gen(function*() {
+      const server = yield* fakeOpenAI([{ toolCalls: [{ name: "store", args }] }, { text: "Stored." }])
+      const received: Array<S["Type"]> = []
+      const store = AI.serverTool(
+        toolDefinition({ name: "store", description: "Stores the value", inputSchema: AI.toolSchema(schema, { strict: false }) }),
+        (input) => Effect.sync(() => received.push(input)).pipe(Effect.as({ ok: true }))
+      )
+      const adapter = createOpenaiChat("gpt-5.2", "test-key", { baseURL: server.baseURL })
+      yield* AI.chat({ adapter, messages: [{ role: "user", content: "Store it" }], tools: [store] }).pipe(Stream.runDrain)
+      return { received, sent: server.requests[0]?.tools?.[0] }
+    }).pipe(Effect.scoped)
+
+  it.live("a record round-trips: sent without strict mode, and decoded into the schema's Type", () =>
+    Effect.gen(function*() {
+      const { received, sent } = yield* roundTrip(Schema.Struct({ tags: Schema.Record(Schema.String, Schema.Int) }), { tags: { a: 1, b: 2 } })
+      expect(sent).toMatchObject({ strict: false, parameters: { properties: { tags: { type: "object" } } } })
+      expect(received).toEqual([{ tags: { a: 1, b: 2 } }])
+    }))
+
+  it.live("a tuple round-trips: sent without strict mode, and decoded into the schema's Type", () =>
+    Effect.gen(function*() {
+      const { received, sent } = yield* roundTrip(
+        Schema.Struct({ at: Schema.Tuple([Schema.String, Schema.Date]) }),
+        { at: ["meeting", "2026-12-03T10:00:00.000Z"] }
+      )
+      expect(sent).toMatchObject({ strict: false, parameters: { properties: { at: { type: "array" } } } })
+      expect(received).toEqual([{ at: ["meeting", new Date("2026-12-03T10:00:00.000Z")] }])
+    }))
 })
