@@ -264,6 +264,24 @@ export type EffectToolError =
 export type Outcome = "recorded" | "reconciled" | "applied" | "failed"
 
 /**
+ * The name of the `CUSTOM` event an effect tool sends when a call is
+ * answered: `{ toolName, key, outcome }`, so that a client can show whether
+ * the effect was applied, replayed or reconciled. Core adds the `toolCallId`.
+ *
+ * @example
+ * ```ts
+ * import type { StreamChunk } from "@tanstack/ai"
+ * import * as AI from "@tanstack/ai-effect"
+ *
+ * const isOutcome = (chunk: StreamChunk) => chunk.type === "CUSTOM" && chunk.name === AI.effectOutcomeEvent
+ * ```
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const effectOutcomeEvent = "effect-outcome"
+
+/**
  * The counter of effect-tool calls, by `tool` and `outcome`.
  *
  * @example
@@ -522,6 +540,7 @@ export const effectTool = <
       const outcome = shared ? "recorded" : value.outcome
       yield* Effect.annotateCurrentSpan({ "effect.outcome": outcome })
       yield* Metric.update(counted[outcome], 1)
+      yield* toolCall.emit(effectOutcomeEvent, { toolName: tool, key, outcome })
       return value.output
     }).pipe(
       Effect.tapCause(() => Effect.andThen(Effect.annotateCurrentSpan({ "effect.outcome": "failed" }), Metric.update(counted.failed, 1)))

@@ -35,6 +35,8 @@ export interface ToolCall {
    * every element.
    */
   readonly progress: (progress: unknown) => Effect.Effect<void>
+  /** Sends a `CUSTOM` event named `name` to the client now; core adds the `toolCallId`. */
+  readonly emit: (name: string, value: Record<string, unknown>) => Effect.Effect<void>
 }
 
 /**
@@ -313,10 +315,12 @@ const toCoreTool = (
       : outputSchema,
     execute: (input: unknown, context?: ToolExecutionContext) => {
       const toolCallId = context?.toolCallId ?? ""
+      const emit = (name: string, value: Record<string, unknown>) => Effect.sync(() => context?.emitCustomEvent(name, value))
       const call: ToolCall = {
         toolCallId,
         toolName: tool.name,
-        progress: (progress) => Effect.sync(() => context?.emitCustomEvent(toolProgressEvent, { toolName: tool.name, progress }))
+        progress: (progress) => emit(toolProgressEvent, { toolName: tool.name, progress }),
+        emit
       }
       const run = runCall(tool, input, call).pipe(
         Effect.flatMap((output) => Effect.mapError(encode(output), invalidOutput)),

@@ -766,3 +766,25 @@ describe("effect tools: key reuse", () => {
       })
     ))
 })
+
+describe("effect tools tell the client how a call was answered", () => {
+  it.effect("each call sends an effect-outcome event with the tool, the key and the outcome", () =>
+    withStore((store) =>
+      Effect.gen(function*() {
+        const tracker = yield* makeTracker
+        const { chunks } = yield* runChat(store, [commentTool(tracker)], [
+          { toolCalls: [commentOn(7)] },
+          { toolCalls: [commentOn(7)] },
+          { text: "Done" }
+        ])
+        const key = yield* defaultKey({ issue: 7, body: "Thanks for the report" })
+        const outcomes = chunks.flatMap((chunk: StreamChunk) =>
+          chunk.type === "CUSTOM" && chunk.name === AI.effectOutcomeEvent ? [chunk.value] : []
+        )
+        expect(outcomes).toEqual([
+          { toolName: "comment", key, outcome: "applied", toolCallId: "call_0_0" },
+          { toolName: "comment", key, outcome: "recorded", toolCallId: "call_1_0" }
+        ])
+      })
+    ))
+})
