@@ -1,0 +1,91 @@
+/**
+ * The Effect Chat server, on `effect/http`: the page (built by Vite), the
+ * chat route, and a read-only view of the recorded effects. Every service
+ * (the orders database, the outbox, the effect store on SQLite) comes from
+ * one Layer, built once for the process.
+ */
+import { createServer } from 'node:http'
+import { chatParamsFromRequest, toServerSentEventsResponse } from '@tanstack/ai'
+import type { AnyTextAdapter } from '@tanstack/ai'
+import { NodeHttpServer } from '@effect/platform-node'
+import * as AI from '@tanstack/ai-effect'
+import { layerSqlite } from '@tanstack/ai-effect/sqlite'
+import { Effect, Layer, Stream } from 'effect'
+import { HttpRouter, HttpServer, HttpServerRequest, HttpServerResponse, HttpStaticServer } from 'effect/http'
+import { DbLive } from '../orders/db.ts'
+import { Outbox } from './Outbox.ts'
+import { getOrder, notify, trackShipment } from './tools.ts'
+
+export interface ChatAppOptions {
+  readonly adapter: AnyTextAdapter
+  /** What the page says about the model, for example "offline demo model". */
+  readonly modelLabel: string
+  readonly offline: boolean
+  /** The SQLite file of the effect store and the outbox. */
+  readonly effectsDb: string
+  /** The built page. */
+  readonly webRoot: string
+  readonly port: number
+  readonly host: string
+}
+
+/** The app's services, built once for the process. */
+const services = (options: ChatAppOptions) =>
+  Layer.mergeAll(DbLive, Outbox.layer(options.effectsDb), layerSqlite({ filename: options.effectsDb }))
+
+/**
+ * The seed's route: a web `Request -> Response` handler. Its stream gets the
+ * services of the app's Layer, which the server built once.
+ */
+export const makeChatHandler = (adapter: AnyTextAdapter) =>
+  Effect.map(Effect.context<AI.EffectStore | Outbox | Layer.Success<typeof DbLive>>(), (services) =>
+    async (request: Request): Promise<Response> => {
+      const params = await chatParamsFromRequest(request)
+      const stream = AI.chat({ adapter, ...AI.fromChatParams(params), tools: [getOrder, notify, trackShipment] }).pipe(
+        Stream.provideContext(services),
+      )
+      return toServerSentEventsResponse(Stream.toAsyncIterable(stream))
+    })
+
+const Api = (options: ChatAppOptions) =>
+  HttpRouter.use((router) =>
+    Effect.gen(function* () {
+      const chat = yield* makeChatHandler(options.adapter)
+      const outbox = yield* Outbox
+      yield* router.add('POST', '/api/chat', (request) =>
+        Effect.gen(function* () {
+          const web = yield* HttpServerRequest.toWeb(request)
+          // chatParamsFromRequest throws a 400 Response for a body that is not an AG-UI request.
+          const response = yield* Effect.tryPromise({ try: () => chat(web), catch: (error) => error })
+          return HttpServerResponse.fromWeb(response)
+        }).pipe(
+          Effect.catch((error) =>
+            Effect.succeed(error instanceof Response ? HttpServerResponse.fromWeb(error) : HttpServerResponse.text(String(error), { status: 500 })),
+          ),
+        ),
+      )
+      yield* router.add(
+        'GET',
+        '/api/effects',
+        Effect.map(Effect.all([outbox.messages, outbox.recordedEffects]), ([messages, effects]) =>
+          HttpServerResponse.jsonUnsafe({ messages, effects }),
+        ),
+      )
+      yield* router.add('GET', '/api/info', HttpServerResponse.jsonUnsafe({ model: options.modelLabel, offline: options.offline }))
+    }),
+  )
+
+const announce = Layer.effectDiscard(
+  Effect.gen(function* () {
+    const server = yield* HttpServer.HttpServer
+    yield* Effect.logInfo(`Effect Chat is listening on ${HttpServer.formatAddress(server.address)}`)
+  }),
+)
+
+/** The whole server as a Layer: launch it, or build it in a test's scope. */
+export const ChatApp = (options: ChatAppOptions) =>
+  HttpRouter.serve(Layer.mergeAll(Api(options), HttpStaticServer.layer({ root: options.webRoot })), { disableListenLog: true }).pipe(
+    Layer.merge(announce),
+    Layer.provide(services(options)),
+    Layer.provide(NodeHttpServer.layer(createServer, { port: options.port, host: options.host })),
+  )
