@@ -3,9 +3,10 @@
  * `@example` blocks of the TSDoc in src/, so that no documented snippet rots.
  *
  * Each block becomes a file under .docs-check/. A block whose first line is
- * `// file: NAME.ts` is written under that name, next to the other blocks of
- * the same page, so that the blocks of one page can import each other the way
- * the files of an app do.
+ * `// file: NAME.ts` (or `.tsx`) is written under that name, next to the other
+ * blocks of the same page, so that the blocks of one page can import each
+ * other the way the files of an app do. docs/api is generated from the TSDoc,
+ * whose examples are checked at their source.
  */
 import { execFileSync } from 'node:child_process'
 import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
@@ -20,15 +21,16 @@ interface Block {
   readonly code: string
 }
 
-const fence = /```(?:ts|typescript)\n([\s\S]*?)```/g
-const fileHeader = /^\/\/ file: (\S+\.ts)\n/
+const fence = /```(ts|typescript|tsx)\n([\s\S]*?)```/g
+const fileHeader = /^\/\/ file: (\S+\.tsx?)\n/
 
 function blocksOfMarkdown(path: string): Array<Block> {
   const text = readFileSync(path, 'utf8')
   return [...text.matchAll(fence)].map((match, index) => {
-    const code = match[1] ?? ''
+    const code = match[2] ?? ''
     const named = code.match(fileHeader)
-    return { source: relative(root, path), name: named?.[1] ?? `block-${index + 1}.ts`, code }
+    const extension = match[1] === 'tsx' ? 'tsx' : 'ts'
+    return { source: relative(root, path), name: named?.[1] ?? `block-${index + 1}.${extension}`, code }
   })
 }
 
@@ -37,7 +39,7 @@ function blocksOfTsDoc(path: string): Array<Block> {
   const comments = [...text.matchAll(/\/\*\*([\s\S]*?)\*\//g)].map((match) =>
     (match[1] ?? '').split('\n').map((line) => line.replace(/^\s*\* ?/, '')).join('\n'),
   )
-  return comments.flatMap((comment) => [...comment.matchAll(fence)].map((match) => match[1] ?? ''))
+  return comments.flatMap((comment) => [...comment.matchAll(fence)].map((match) => match[2] ?? ''))
     .map((code, index) => ({ source: relative(root, path), name: `example-${index + 1}.ts`, code }))
 }
 
@@ -66,7 +68,7 @@ writeFileSync(
     // Snippets show an API, not a whole program: a name they declare and do
     // not use is not a mistake there.
     compilerOptions: { noUnusedLocals: false, noUnusedParameters: false },
-    include: ['**/*.ts'],
+    include: ['**/*.ts', '**/*.tsx'],
   }),
 )
 
