@@ -1,5 +1,5 @@
 /**
- * `npm start`: the orders example end to end on this machine. It starts the
+ * `npm run orders`: the orders example end to end on this machine. It starts the
  * offline model (a fake OpenAI Responses API on 127.0.0.1), serves the route
  * from route.ts, and has a ChatClient (what the browser runs) ask about two
  * orders. The conversation is printed as the client sees it.
