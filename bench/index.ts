@@ -1,109 +1,81 @@
 /**
- * `npm run bench`: what the Effect layer costs on top of core TanStack AI.
- *
- * Every case runs in process with the scripted adapter, so that the numbers
- * are the library's own work, not a network's:
- *
- * - decoding tool arguments with AI.toolSchema;
- * - one chat run with one tool call, the tool being a core server tool, an
- *   AI.serverTool, or an AI.effectTool (key, store lookup, record).
- *
- * Each case is warmed up, then timed over a fixed number of iterations; the
- * table shows the mean and the 95th percentile per operation.
+ * `npm run bench` (`-- --quick` for a short run): what the Effect layer costs
+ * on top of core TanStack AI, and what the effect stores cost on top of their
+ * drivers. Every case warms up, then alternates the raw path and ours in
+ * rounds, and reports ratios measured side by side in this process. It writes
+ * bench/results.json and the table of docs/benchmarks.md.
  */
-import { chat as coreChat, toolDefinition } from '@tanstack/ai'
-import * as AI from '@tanstack/ai-effect'
-import { scriptedText } from '@tanstack/ai-effect/testing'
-import { Effect, Layer, ManagedRuntime, Schema, Stream } from 'effect'
-import { benchProcesses, benchStores } from './stores.ts'
+import { cpus } from 'node:os'
+import { readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { benchChat, benchMemory, benchSharing, type PairResult } from './chat.ts'
+import { benchProcesses, benchStores, type StoreRow } from './stores.ts'
 
 const quick = process.argv.includes('--quick')
+const date = new Date().toISOString()
 
-interface Result {
-  readonly name: string
-  readonly iterations: number
-  readonly meanMicros: number
-  readonly p95Micros: number
-}
-
-async function measure(name: string, iterations: number, operation: (i: number) => unknown): Promise<Result> {
-  for (let i = 0; i < Math.min(200, iterations); i++) await operation(i)
-  const samples: Array<number> = []
-  for (let i = 0; i < iterations; i++) {
-    const start = performance.now()
-    await operation(i)
-    samples.push((performance.now() - start) * 1000)
-  }
-  samples.sort((a, b) => a - b)
-  const mean = samples.reduce((sum, sample) => sum + sample, 0) / samples.length
-  return { name, iterations, meanMicros: mean, p95Micros: samples[Math.floor(samples.length * 0.95)] ?? mean }
-}
-
-const Order = Schema.Struct({
-  id: Schema.String,
-  lines: Schema.Array(Schema.Struct({ sku: Schema.String, quantity: Schema.Int, note: Schema.optionalKey(Schema.String) })),
-})
-const orderSchema = AI.toolSchema(Order)
-const orderArgs = { id: 'A-100', lines: Array.from({ length: 10 }, (_, i) => ({ sku: `SKU-${i}`, quantity: i + 1, note: null })) }
-
-const definition = toolDefinition({
-  name: 'get_order',
-  description: 'Get the status of an order',
-  inputSchema: AI.toolSchema(Schema.Struct({ id: Schema.String })),
-  outputSchema: AI.toolSchema(Schema.Struct({ status: Schema.String })),
-})
-const coreTool = definition.server(async ({ id }) => ({ status: `shipped ${id}` }))
-const effectServerTool = AI.serverTool(definition, ({ id }) => Effect.succeed({ status: `shipped ${id}` }))
-const effectTool = AI.effectTool(definition, ({ id }) => Effect.succeed({ status: `shipped ${id}` }))
-
-const script = (i: number) => [{ toolCalls: [{ name: 'get_order', args: { id: `A-${i}` } }] }, { text: 'Done.' }]
-const messages = [{ role: 'user' as const, content: 'Where is my order?' }]
-
-// One store for the whole run, as an app would have.
-const runtime = ManagedRuntime.make(Layer.mergeAll(AI.EffectStore.layerMemory({ capacity: 1_000_000 })))
-
-const results = [
-  await measure('AI.toolSchema: decode 10-line order', 20_000, () => orderSchema['~standard'].validate(orderArgs)),
-  await measure('core chat(): one core server tool call', 2_000, async (i) => {
-    for await (const _ of coreChat({ adapter: scriptedText(script(i)), messages, tools: [coreTool] })) {
-      // drain
-    }
-  }),
-  await measure('AI.chat: one AI.serverTool call', 2_000, (i) =>
-    runtime.runPromise(Stream.runDrain(AI.chat({ adapter: scriptedText(script(i)), messages, tools: [effectServerTool] }))),
-  ),
-  await measure('AI.chat: one AI.effectTool call (applied)', 2_000, (i) =>
-    runtime.runPromise(Stream.runDrain(AI.chat({ adapter: scriptedText(script(i)), messages, runId: `run-${i}`, tools: [effectTool] }))),
-  ),
-  await measure('AI.chat: one AI.effectTool call (recorded)', 2_000, () =>
-    runtime.runPromise(Stream.runDrain(AI.chat({ adapter: scriptedText(script(0)), messages, runId: 'run-0', tools: [effectTool] }))),
-  ),
-]
-
-await runtime.dispose()
-console.log(`Node ${process.version}, ${new Date().toISOString()}`)
-console.table(
-  results.map((result) => ({
-    case: result.name,
-    iterations: result.iterations,
-    'mean µs': result.meanMicros.toFixed(1),
-    'p95 µs': result.p95Micros.toFixed(1),
-  })),
-)
+const chat = await benchChat({ quick })
+console.log(`Node ${process.version}, ${cpus().length} CPUs, ${date}${quick ? ' (quick)' : ''}`)
+console.table(chat.map((row) => ({ case: row.case, 'raw µs': row.rawMicros.toFixed(0), 'ours µs': row.oursMicros.toFixed(0), ratio: row.ratio.toFixed(2), target: row.target })))
 
 const stores = await benchStores(quick ? { rounds: 3, perRound: 100 } : { rounds: 7, perRound: 500 })
-console.log('\nEffect tools per store backend (medians of interleaved rounds, per call)')
-console.table(
-  stores.map((row) => ({
-    backend: row.backend,
-    case: row.case,
-    'raw µs': row.rawMicros.toFixed(1),
-    'ours µs': row.oursMicros.toFixed(1),
-    ratio: row.ratio.toFixed(2),
-    'calls/s': Number.isFinite(row.oursMicros) ? Math.round(1e6 / row.oursMicros) : '',
-    note: row.note ?? '',
-  })),
-)
-const processes = await benchProcesses(quick ? 100 : 1_000)
-console.log('\n4 processes calling one effect tool for the same keys at once')
+console.table(stores.map((row) => ({ backend: row.backend, case: row.case, 'raw µs': row.rawMicros.toFixed(1), 'ours µs': row.oursMicros.toFixed(1), ratio: row.ratio.toFixed(2), note: row.note ?? '' })))
+
+const sharing = await benchSharing()
+console.log(`1,000 concurrent identical calls: ${sharing.applied} applied, all answered in ${sharing.millis.toFixed(1)} ms`)
+
+const processes = await benchProcesses(quick ? { keys: 100, callsPerKey: 1 } : { keys: 100, callsPerKey: 10 })
 console.table(processes.map((row) => ({ ...row, callsPerSecond: Math.round(row.callsPerSecond) })))
+
+const memory = await benchMemory({ quick })
+console.log(memory)
+
+const results = {
+  date,
+  quick,
+  node: process.version,
+  cpus: cpus().length,
+  cpuModel: cpus()[0]?.model,
+  chat,
+  stores,
+  sharing,
+  processes,
+  memory,
+}
+writeFileSync(join(import.meta.dirname, 'results.json'), `${JSON.stringify(results, null, 2)}\n`)
+
+const met = (ratio: number, target: number | undefined) => target === undefined ? '' : ratio <= target ? 'met' : '**missed**'
+const chatRows = (rows: ReadonlyArray<PairResult>) =>
+  rows.map((row) =>
+    `| ${row.case} | ${row.rawMicros.toFixed(0)} µs | ${row.oursMicros.toFixed(0)} µs | ${row.ratio.toFixed(2)}x (${row.ratioMin.toFixed(2)}–${row.ratioMax.toFixed(2)}) | ≤ ${row.target}x | ${met(row.ratio, row.target)} |`)
+const storeTargets: Record<string, number> = { 'replay (recorded key) vs 1 raw read': 1.2, 'first application vs 3 raw round trips': 1.5 }
+const storeRows = (rows: ReadonlyArray<StoreRow>) =>
+  rows.map((row) =>
+    row.note !== undefined
+      ? `| ${row.backend} | ${row.case} | | | | ${row.note} |`
+      : `| ${row.backend} | ${row.case} | ${row.rawMicros.toFixed(1)} µs | ${row.oursMicros.toFixed(1)} µs | ${row.ratio.toFixed(2)}x | ${met(row.ratio, storeTargets[row.case])} (≤ ${storeTargets[row.case]}x) |`)
+
+const table = [
+  `Measured ${date} on Node ${process.version}, ${cpus().length} CPUs (${cpus()[0]?.model ?? 'unknown'})${quick ? ', quick run' : ''}.`,
+  '',
+  '| case | core | ours | ratio (spread) | target | |',
+  '| --- | --- | --- | --- | --- | --- |',
+  ...chatRows(chat),
+  '',
+  '| store | case | raw driver | effect tool | ratio | target |',
+  '| --- | --- | --- | --- | --- | --- |',
+  ...storeRows(stores),
+  '',
+  `- 1,000 concurrent identical calls in one process: **${sharing.applied}** applied, all answered in ${sharing.millis.toFixed(1)} ms.`,
+  ...processes.map((row) =>
+    `- ${row.processes} processes × ${row.calls} calls on the same ${row.keys} keys, ${row.backend}: **${row.applications}** applications, ${Math.round(row.callsPerSecond)} calls/s (process start included).`),
+  `- Memory store, ${memory.keys.toLocaleString('en')} recorded keys: ${memory.heapPerKey.toFixed(0)} bytes of heap per key; the capacity bound ${memory.oldestGone ? 'holds (the oldest record went)' : '**does not hold**'}.`,
+  `- Peak heap of a 10,000-delta stream: core ${(memory.rawPeak / 1e6).toFixed(1)} MB, AI.chat ${(memory.oursPeak / 1e6).toFixed(1)} MB (${(memory.oursPeak / memory.rawPeak).toFixed(2)}x, target ≤ 1.1x).`,
+].join('\n')
+
+const page = join(import.meta.dirname, '..', 'docs', 'benchmarks.md')
+const text = readFileSync(page, 'utf8')
+const start = '<!-- results:start -->'
+const end = '<!-- results:end -->'
+writeFileSync(page, `${text.slice(0, text.indexOf(start) + start.length)}\n${table}\n${text.slice(text.indexOf(end))}`)
+console.log('Wrote bench/results.json and the table of docs/benchmarks.md.')

@@ -180,18 +180,23 @@ const row = (backend: string, name: string, samples: { readonly raw: ReadonlyArr
 export interface ProcessesRow {
   readonly backend: string
   readonly processes: number
+  /** Calls per process. */
+  readonly calls: number
   readonly keys: number
   readonly applications: number
   readonly callsPerSecond: number
 }
 
 /**
- * 4 worker processes call one effect tool for the same keys at once, against
+ * 4 worker processes call one effect tool for the same keys at once (each
+ * key `callsPerKey` times in every process), against
  * one shared store: how many applications the remote saw (must equal the
  * keys), and the calls per second across all processes, process start
  * included.
  */
-export const benchProcesses = async (keyCount: number): Promise<ReadonlyArray<ProcessesRow>> => {
+export const benchProcesses = async (
+  { keys: keyCount, callsPerKey }: { readonly keys: number; readonly callsPerKey: number }
+): Promise<ReadonlyArray<ProcessesRow>> => {
   const remote = await startRemote()
   const rows: Array<ProcessesRow> = []
   const targets: Array<readonly ['sqlite' | 'postgres' | 'redis', () => Promise<{ readonly target: string; readonly dispose: () => Promise<void> }>]> = [
@@ -208,11 +213,12 @@ export const benchProcesses = async (keyCount: number): Promise<ReadonlyArray<Pr
   for (const [backend, start] of targets) {
     const { target, dispose } = await start()
     const keys = Array.from({ length: keyCount }, (_, i) => `bench-${backend}-${i}`)
-    const config = { backend, target, remote: remote.url, keys, mode: 'apply', reconcile: false, leaseMillis: 10_000 } as const
+    const config = { backend, target, remote: remote.url, keys, repeat: callsPerKey, mode: 'apply', reconcile: false, leaseMillis: 10_000 } as const
     const started = performance.now()
     await Promise.all([1, 2, 3, 4].map(() => runWorker(config)))
     const seconds = (performance.now() - started) / 1000
-    rows.push({ backend, processes: 4, keys: keyCount, applications: remote.appliedOf(keys), callsPerSecond: (4 * keyCount) / seconds })
+    const calls = keyCount * callsPerKey
+    rows.push({ backend, processes: 4, calls, keys: keyCount, applications: remote.appliedOf(keys), callsPerSecond: (4 * calls) / seconds })
     await dispose()
   }
   remote.close()

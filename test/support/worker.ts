@@ -24,6 +24,8 @@ export interface WorkerConfig {
   readonly mode: "apply" | "crash"
   readonly reconcile: boolean
   readonly leaseMillis: number
+  /** How often each key is called; default once. */
+  readonly repeat?: number
 }
 
 export interface WorkerReport {
@@ -57,7 +59,11 @@ const note = AI.effectTool(
 )
 
 const report = await Effect.runPromise(
-  Effect.forEach(config.keys, (id) => Effect.result(callTool(note, { id })), { concurrency: "unbounded" }).pipe(
+  Effect.forEach(
+    Array.from({ length: config.repeat ?? 1 }, () => config.keys).flat(),
+    (id) => Effect.result(callTool(note, { id })),
+    { concurrency: "unbounded" }
+  ).pipe(
     Effect.map((results): WorkerReport => ({
       ok: results.filter((result) => result._tag === "Success").length,
       errors: results.flatMap((result) => result._tag === "Failure" ? [String(result.failure?.message ?? result.failure)] : [])

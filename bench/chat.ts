@@ -1,0 +1,196 @@
+/**
+ * What `AI.chat` and its tools cost next to core `chat()`, measured side by
+ * side in one process with the scripted adapter, so that the numbers are the
+ * library's own work: interleaved rounds of the raw path and ours, the ratio
+ * of each round, and the median and spread of the ratios.
+ */
+import { chat as coreChat, maxIterations, toolDefinition } from '@tanstack/ai'
+import type { StreamChunk } from '@tanstack/ai'
+import * as AI from '@tanstack/ai-effect'
+import { type ScriptedTurn, scriptedText } from '@tanstack/ai-effect/testing'
+import { Duration, Effect, Layer, ManagedRuntime, Schema, Stream } from 'effect'
+
+export interface PairResult {
+  readonly case: string
+  readonly target: number | undefined
+  /** Median µs of one iteration of the raw path and of ours. */
+  readonly rawMicros: number
+  readonly oursMicros: number
+  /** Median of the rounds' ratios, and their spread. */
+  readonly ratio: number
+  readonly ratioMin: number
+  readonly ratioMax: number
+}
+
+const median = (values: ReadonlyArray<number>) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!
+
+const timeOf = async (iterations: number, operation: (i: number) => Promise<unknown>) => {
+  const start = performance.now()
+  for (let i = 0; i < iterations; i++) await operation(i)
+  return ((performance.now() - start) * 1000) / iterations
+}
+
+/** Warms both paths, then alternates them round by round. */
+export const pair = async (
+  name: string,
+  target: number | undefined,
+  options: { readonly rounds: number; readonly iterations: number },
+  raw: (i: number) => Promise<unknown>,
+  ours: (i: number) => Promise<unknown>,
+): Promise<PairResult> => {
+  await timeOf(Math.max(3, Math.ceil(options.iterations / 2)), raw)
+  await timeOf(Math.max(3, Math.ceil(options.iterations / 2)), ours)
+  const raws: Array<number> = []
+  const ourss: Array<number> = []
+  const ratios: Array<number> = []
+  for (let round = 0; round < options.rounds; round++) {
+    const r = await timeOf(options.iterations, raw)
+    const o = await timeOf(options.iterations, ours)
+    raws.push(r)
+    ourss.push(o)
+    ratios.push(o / r)
+  }
+  return {
+    case: name,
+    target,
+    rawMicros: median(raws),
+    oursMicros: median(ourss),
+    ratio: median(ratios),
+    ratioMin: Math.min(...ratios),
+    ratioMax: Math.max(...ratios),
+  }
+}
+
+const definition = toolDefinition({
+  name: 'get_order',
+  description: 'Get the status of an order',
+  inputSchema: AI.toolSchema(Schema.Struct({ id: Schema.String })),
+  outputSchema: AI.toolSchema(Schema.Struct({ status: Schema.String })),
+})
+const coreTool = definition.server(async ({ id }) => ({ status: `shipped ${id}` }))
+const serverTool = AI.serverTool(definition, ({ id }) => Effect.succeed({ status: `shipped ${id}` }))
+const effectTool = AI.effectTool(definition, ({ id }) => Effect.succeed({ status: `shipped ${id}` }))
+
+const messages = [{ role: 'user' as const, content: 'Where is my order?' }]
+
+const drainCore = async (chunks: AsyncIterable<StreamChunk>) => {
+  for await (const _ of chunks) {
+    // drain
+  }
+}
+
+/** 20 turns of 10 tool calls each, then an answer. */
+const toolCallScript = (prefix: string): ReadonlyArray<ScriptedTurn> => [
+  ...Array.from({ length: 20 }, (_, turn) => ({
+    toolCalls: Array.from({ length: 10 }, (_, i) => ({ name: 'get_order', args: { id: `${prefix}-${turn}-${i}` } })),
+  })),
+  { text: 'Done.' },
+]
+
+const deltas = (count: number): ReadonlyArray<ScriptedTurn> => [{ text: Array.from({ length: count }, (_, i) => `w${i} `) }]
+
+export const benchChat = async (options: { readonly quick: boolean }) => {
+  // One store for the whole run, as an app would have.
+  const runtime = ManagedRuntime.make(Layer.mergeAll(AI.EffectStore.layerMemory({ capacity: 1_000_000 })))
+  const rounds = options.quick ? 5 : 11
+  const loop = maxIterations(25)
+  const results: Array<PairResult> = []
+
+  results.push(
+    await pair('one turn of 10,000 text deltas', 1.05, { rounds, iterations: options.quick ? 2 : 5 },
+      () => drainCore(coreChat({ adapter: scriptedText(deltas(10_000)), messages })),
+      () => runtime.runPromise(Stream.runDrain(AI.chat({ adapter: scriptedText(deltas(10_000)), messages })))),
+  )
+  results.push(
+    await pair('a run with one tool call (core server tool vs AI.serverTool)', 1.3, { rounds, iterations: options.quick ? 100 : 400 },
+      (i) => drainCore(coreChat({ adapter: scriptedText([{ toolCalls: [{ name: 'get_order', args: { id: `A-${i}` } }] }, { text: 'Done.' }]), messages, tools: [coreTool] })),
+      (i) => runtime.runPromise(Stream.runDrain(AI.chat({ adapter: scriptedText([{ toolCalls: [{ name: 'get_order', args: { id: `A-${i}` } }] }, { text: 'Done.' }]), messages, tools: [serverTool] })))),
+  )
+  results.push(
+    await pair('200 tool calls in 20 turns (core server tools vs AI.serverTool)', 1.1, { rounds, iterations: options.quick ? 3 : 8 },
+      () => drainCore(coreChat({ adapter: scriptedText(toolCallScript('x')), messages, tools: [coreTool], agentLoopStrategy: loop })),
+      () => runtime.runPromise(Stream.runDrain(AI.chat({ adapter: scriptedText(toolCallScript('x')), messages, tools: [serverTool], agentLoopStrategy: loop })))),
+  )
+  // Replay: every key of run "replay" is recorded before the timing starts.
+  await runtime.runPromise(Stream.runDrain(AI.chat({ adapter: scriptedText(toolCallScript('r')), messages, runId: 'replay', tools: [effectTool], agentLoopStrategy: loop })))
+  results.push(
+    await pair('200 AI.effectTool calls, every key recorded (replay), memory store', 1.5, { rounds, iterations: options.quick ? 3 : 8 },
+      () => drainCore(coreChat({ adapter: scriptedText(toolCallScript('r')), messages, tools: [coreTool], agentLoopStrategy: loop })),
+      () => runtime.runPromise(Stream.runDrain(AI.chat({ adapter: scriptedText(toolCallScript('r')), messages, runId: 'replay', tools: [effectTool], agentLoopStrategy: loop })))),
+  )
+  let run = 0
+  results.push(
+    await pair('200 AI.effectTool calls, every call applied, memory store', 2, { rounds, iterations: options.quick ? 3 : 8 },
+      () => drainCore(coreChat({ adapter: scriptedText(toolCallScript('a')), messages, tools: [coreTool], agentLoopStrategy: loop })),
+      () => runtime.runPromise(Stream.runDrain(AI.chat({ adapter: scriptedText(toolCallScript('a')), messages, runId: `apply-${run++}`, tools: [effectTool], agentLoopStrategy: loop })))),
+  )
+  await runtime.dispose()
+  return results
+}
+
+/**
+ * 1,000 concurrent identical calls of one effect tool in one process: how
+ * many applied (must be 1), and the time until all have their result.
+ */
+export const benchSharing = async () => {
+  let applied = 0
+  const tool = AI.effectTool(definition, ({ id }) => Effect.sync(() => {
+    applied++
+    return { status: `shipped ${id}` }
+  }).pipe(Effect.delay('5 millis')), { effectKey: () => 'one-key' })
+  const runtime = ManagedRuntime.make(
+    Layer.mergeAll(AI.EffectStore.layerMemory(), AI.RunContext.layer({ runId: 'r', threadId: 't', agent: 'bench', trigger: 'bench' })),
+  )
+  const started = performance.now()
+  await runtime.runPromise(
+    Effect.scoped(Effect.gen(function* () {
+      const [wrapped] = yield* AI.wrapToolsForRun([tool])
+      yield* Effect.promise(() =>
+        Promise.all(Array.from({ length: 1_000 }, (_, i) => wrapped!.execute!({ id: 'A-1' }, { toolCallId: `c${i}`, emitCustomEvent: () => {} }))),
+      )
+    })),
+  )
+  const millis = performance.now() - started
+  await runtime.dispose()
+  return { calls: 1_000, applied, millis }
+}
+
+/**
+ * Memory: the heap per recorded key of the memory store at 1,000,000 keys,
+ * and that its capacity bound holds; and the peak heap of a 10,000-delta
+ * stream through AI.chat against core, with a collection before each.
+ */
+export const benchMemory = async (options: { readonly quick: boolean }) => {
+  const gc = (globalThis as { gc?: () => void }).gc
+  const keys = options.quick ? 100_000 : 1_000_000
+  gc?.()
+  const before = process.memoryUsage().heapUsed
+  const store = await Effect.runPromise(Effect.scoped(Effect.service(AI.EffectStore).pipe(Effect.provide(AI.EffectStore.layerMemory({ capacity: keys })))))
+  for (let i = 0; i < keys; i++) {
+    const id = { tool: 'note', key: `run-1:note:${i}` }
+    await Effect.runPromise(Effect.flatMap(store.claim(id, { owner: 'bench', ttl: Duration.seconds(30) }), () =>
+      store.put(id, { output: { applied: i }, outcome: 'applied', recordedAt: 0 }, { fence: 1 })))
+  }
+  gc?.()
+  const heapPerKey = (process.memoryUsage().heapUsed - before) / keys
+  // One more than the capacity: the oldest record goes.
+  await Effect.runPromise(Effect.flatMap(store.claim({ tool: 'note', key: 'extra' }, { owner: 'bench', ttl: Duration.seconds(30) }), () =>
+    store.put({ tool: 'note', key: 'extra' }, { output: 1, outcome: 'applied', recordedAt: 0 }, { fence: 1 })))
+  const oldestGone = (await Effect.runPromise(store.get({ tool: 'note', key: 'run-1:note:0' })))._tag === 'None'
+
+  const peak = async (run: () => Promise<unknown>) => {
+    gc?.()
+    const base = process.memoryUsage().heapUsed
+    let max = base
+    const timer = setInterval(() => (max = Math.max(max, process.memoryUsage().heapUsed)), 1)
+    await run()
+    max = Math.max(max, process.memoryUsage().heapUsed)
+    clearInterval(timer)
+    return max - base
+  }
+  const runtime = ManagedRuntime.make(Layer.empty)
+  const rawPeak = await peak(() => drainCore(coreChat({ adapter: scriptedText(deltas(10_000)), messages })))
+  const oursPeak = await peak(() => runtime.runPromise(Stream.runDrain(AI.chat({ adapter: scriptedText(deltas(10_000)), messages }))))
+  await runtime.dispose()
+  return { keys, heapPerKey, oldestGone, rawPeak, oursPeak, gcExposed: gc !== undefined }
+}
