@@ -19,8 +19,10 @@
 import { chat as coreChat } from "@tanstack/ai"
 import type { AnyTextAdapter, StreamChunk } from "@tanstack/ai"
 import type { TextActivityOptions } from "@tanstack/ai/adapters"
-import { Effect, Schema, Stream } from "effect"
+import { Effect, Option, Schema, Stream } from "effect"
+import type * as Arr from "effect/Array"
 import { guardArguments } from "./internal/arguments.ts"
+import { fromAsyncIterableBatched } from "./internal/batched.ts"
 import { makeRun, RunCreatedAt } from "./internal/run.ts"
 import { addUsage, type Usage, usageAttributes } from "./internal/telemetry.ts"
 import { RunContext } from "./RunContext.ts"
@@ -93,6 +95,12 @@ export class ChatError extends Schema.TaggedError<ChatError>()("ChatError", {
 }
 
 /**
+ * The reason a run's abort signal carries. Made once: `abort()` without a
+ * reason builds a DOMException, stack trace included, on every run.
+ */
+const runStopped = new DOMException("The chat run stopped", "AbortError")
+
+/**
  * Runs a TanStack AI chat as an Effect Stream of AG-UI chunks.
  *
  * @example
@@ -143,7 +151,7 @@ export const chat = <
       )
       const abortController = yield* Effect.acquireRelease(
         Effect.sync(() => new AbortController()),
-        (controller) => Effect.sync(() => controller.abort())
+        (controller) => Effect.sync(() => controller.abort(runStopped))
       )
       const iterable = yield* Effect.try({
         try: () =>
@@ -160,15 +168,18 @@ export const chat = <
           } as unknown as Parameters<typeof coreChat>[0]) as AsyncIterable<StreamChunk>,
         catch: (cause) => new ChatError({ cause })
       })
-      // The run's token usage, summed over its model turns, on the run's span.
+      // The run's token usage, summed over its model turns, on the run's span;
+      // read from each batch of chunks, not from an Effect per chunk.
+      const span = yield* Effect.option(Effect.currentSpan)
       const usage: Usage = { input: 0, output: 0 }
-      return Stream.fromAsyncIterable(iterable, (cause) => new ChatError({ cause })).pipe(
-        Stream.tap((chunk) => {
-          if (chunk.type !== "RUN_FINISHED") return Effect.void
+      const countUsage = (batch: Arr.NonEmptyReadonlyArray<StreamChunk>) => {
+        for (const chunk of batch) {
+          if (chunk.type !== "RUN_FINISHED" || Option.isNone(span)) continue
           addUsage(usage, chunk)
-          return Effect.annotateCurrentSpan(usageAttributes(usage))
-        })
-      )
+          for (const [key, value] of Object.entries(usageAttributes(usage))) span.value.attribute(key, value)
+        }
+      }
+      return fromAsyncIterableBatched(iterable, (cause) => new ChatError({ cause }), countUsage)
     })
   ).pipe(
     // Tool spans are its children: the tool fibers start inside it.

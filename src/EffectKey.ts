@@ -12,6 +12,7 @@
 import { Effect, Predicate, Result, Schema } from "effect"
 import { WebCrypto } from "effect/crypto"
 import { Hex } from "effect/encoding"
+import { perRunKey } from "./internal/keys.ts"
 import type { RunContext } from "./RunContext.ts"
 
 /**
@@ -249,7 +250,7 @@ export type KeyStrategy<Input> = (
  * @category keys
  */
 export const perRun = (input: unknown, context: KeyContext): Effect.Effect<string, EffectKeyError> =>
-  Effect.map(fingerprint(input), (digest) => `${context.run.runId}:${context.toolName}:${digest}`)
+  Effect.map(fingerprint(input), (digest) => perRunKey(context, digest))
 
 /**
  * `<threadId>:<toolName>:<toolCallId>`: one application per tool call of a

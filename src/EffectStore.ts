@@ -234,7 +234,7 @@ export interface StoreOptions {
  * @since 0.1.0
  * @category models
  */
-export interface MemoryStoreOptions extends StoreOptions {
+export interface MemoryStoreOptions extends Pick<StoreOptions, "retention"> {
   /** The most records kept; the oldest go first. A positive integer. Default 10,000. */
   readonly capacity?: number | undefined
 }
@@ -293,7 +293,8 @@ export class EffectStore extends Context.Service<EffectStore, EffectStore.Servic
    * other layers) keeps its records across requests even when a route
    * provides it per request. A store made inside a request handler is new
    * for every request and de-duplicates nothing across them; the first
-   * effect-tool call against such a store logs a warning.
+   * effect-tool call against such a store logs a warning. Its operations
+   * answer at once, so it has no `timeout`.
    *
    * @example
    * ```ts
@@ -308,7 +309,8 @@ export class EffectStore extends Context.Service<EffectStore, EffectStore.Servic
     if (!Number.isSafeInteger(capacity) || capacity < 1) {
       throw new RangeError(`EffectStore.layerMemory: capacity must be a positive integer, got ${capacity}`)
     }
-    return Layer.succeed(EffectStore, markMadeAt(makeService(makeMemoryBackend(capacity, retentionOf(options)), options)))
+    // Its operations answer synchronously: no deadline to race them against.
+    return Layer.succeed(EffectStore, markMadeAt(makeService(makeMemoryBackend(capacity, retentionOf(options)), undefined, false)))
   }
 }
 
@@ -337,10 +339,14 @@ export declare namespace EffectStore {
   }
 }
 
-const makeService = (backend: EffectStoreBackend, options: Pick<StoreOptions, "timeout"> | undefined): EffectStore.Service => {
+const makeService = (
+  backend: EffectStoreBackend,
+  options: Pick<StoreOptions, "timeout"> | undefined,
+  withDeadlines = true
+): EffectStore.Service => {
   const timeout = timeoutOf(options)
   const deadline = <A, E>(operation: StoreOperation, id: EffectId, effect: Effect.Effect<A, E>) =>
-    Effect.timeoutOrElse(effect, {
+    !withDeadlines ? effect : Effect.timeoutOrElse(effect, {
       duration: timeout,
       orElse: () =>
         Effect.fail(

@@ -25,8 +25,9 @@
  * @since 0.1.0
  */
 import { Clock, Context, Duration, Effect, Exit, Metric, Option, Result, Schema, Stream } from "effect"
-import { canonicalJson, EffectKeyError, type KeyStrategy, perRun, sha256Hex } from "./EffectKey.ts"
+import { canonicalJson, EffectKeyError, type KeyStrategy, sha256Hex } from "./EffectKey.ts"
 import { ClaimLost, EffectStore, EffectStoreError, type EffectId, type Recorded } from "./EffectStore.ts"
+import { perRunKey } from "./internal/keys.ts"
 import { RunCreatedAt } from "./internal/run.ts"
 import { shouldWarnMadeInRun } from "./internal/store.ts"
 import { RunContext } from "./RunContext.ts"
@@ -365,7 +366,7 @@ export const effectTool = <
   const codec = isToolSchema(definition.outputSchema)
     ? definition.outputSchema.codec as Schema.Codec<Output, Schema.Json>
     : undefined
-  const keyOf = options?.effectKey ?? perRun
+  const customKey = options?.effectKey
   const alreadyApplied = options?.alreadyApplied
   const failOnKeyReuse = options?.onKeyReuse === "fail"
   const reapplyInDoubt = options?.inDoubt === "reapply"
@@ -525,13 +526,19 @@ export const effectTool = <
             "or in a ManagedRuntime."
         )
       }
-      const keyed = keyOf(input, { run, toolName: tool, toolCallId: toolCall.toolCallId })
+      // Hashed once: the record's fingerprint is also the digest of the default key.
+      const json = canonicalJson(input)
+      if (Result.isFailure(json) && (failOnKeyReuse || customKey === undefined)) return yield* json.failure
+      const fingerprint = Result.isSuccess(json) ? yield* sha256Hex(json.success) : undefined
+      const context = { run, toolName: tool, toolCallId: toolCall.toolCallId }
+      const keyed = customKey !== undefined
+        ? customKey(input, context)
+        : fingerprint !== undefined
+        ? perRunKey(context, fingerprint)
+        : ""
       const key = Effect.isEffect(keyed) ? yield* keyed : keyed
       if (key === "") return yield* new EffectKeyError({ path: "$", reason: "the effect key is empty" })
       yield* Effect.annotateCurrentSpan({ "effect.key": key })
-      const json = canonicalJson(input)
-      if (Result.isFailure(json) && failOnKeyReuse) return yield* json.failure
-      const fingerprint = Result.isSuccess(json) ? yield* sha256Hex(json.success) : undefined
       const id = { tool, key }
       const call: EffectCall = { ...toolCall, key, run }
       const { value, shared } = yield* store.share(id, reconcile(store, id, input, call, fingerprint)).pipe(

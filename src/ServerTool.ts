@@ -282,6 +282,9 @@ export const wrapToolsForRun = <const Tools extends ReadonlyArray<unknown>>(
   Scope.Scope | RunContext | EffectTool.Requirements<Tools[number]>
 > =>
   Effect.gen(function*() {
+    type Passed = Exclude<Tools[number], EffectTool.Any>
+    // A run without Effect tools needs no fibers of its own.
+    if (!tools.some(isEffectTool)) return [...tools] as Array<Passed>
     const run = yield* RunContext
     const runPromise = yield* FiberSet.makeRuntimePromise<EffectTool.Requirements<Tools[number]>>()
     // The fiber yields before the tool's code runs, so that the set holds it
@@ -289,7 +292,7 @@ export const wrapToolsForRun = <const Tools extends ReadonlyArray<unknown>>(
     // added to a set that is already closed is interrupted without waiting.
     const runTool: RunPromise = (effect) =>
       runPromise(Effect.andThen(Effect.yieldNow, Effect.provideService(effect, RunContext, run)))
-    return tools.map((tool) => isEffectTool(tool) ? toCoreTool(tool, runTool) : tool as Exclude<Tools[number], EffectTool.Any>)
+    return tools.map((tool) => isEffectTool(tool) ? toCoreTool(tool, runTool) : tool as Passed)
   })
 
 /** Runs a tool's Effect to a Promise, in a fiber of the run. */

@@ -45,21 +45,34 @@ export const guardArguments = <TAdapter extends AnyTextAdapter>(adapter: TAdapte
     }
   })
 
-async function* guardStream(chunks: AsyncIterable<StreamChunk>): AsyncIterable<StreamChunk> {
-  const argumentText = new Map<string, string>()
-  for await (const chunk of chunks) {
-    if (chunk.type === "TOOL_CALL_ARGS") {
-      argumentText.set(chunk.toolCallId, (argumentText.get(chunk.toolCallId) ?? "") + chunk.delta)
-    } else if (chunk.type === "TOOL_CALL_END" && chunk.input !== undefined) {
-      const text = argumentText.get(chunk.toolCallId)
-      argumentText.delete(chunk.toolCallId)
-      const unreadable = (text !== undefined && text.trim() !== "" && !isJson(text)) || nestsDeeperThan(chunk.input, maxArgumentDepth)
-      if (unreadable) {
-        const { input: _input, ...withoutInput } = chunk
-        yield withoutInput
-        continue
+/**
+ * The chunks with each `TOOL_CALL_END` checked. A plain iterator over the
+ * adapter's, not an async generator: it costs one `then` per chunk, where a
+ * generator would add several turns of the microtask queue to every delta.
+ */
+const guardStream = (chunks: AsyncIterable<StreamChunk>): AsyncIterable<StreamChunk> => ({
+  [Symbol.asyncIterator]: () => {
+    const iterator = chunks[Symbol.asyncIterator]()
+    const argumentText = new Map<string, string>()
+    const check = (chunk: StreamChunk): StreamChunk => {
+      if (chunk.type === "TOOL_CALL_ARGS") {
+        argumentText.set(chunk.toolCallId, (argumentText.get(chunk.toolCallId) ?? "") + chunk.delta)
+      } else if (chunk.type === "TOOL_CALL_END" && chunk.input !== undefined) {
+        const text = argumentText.get(chunk.toolCallId)
+        argumentText.delete(chunk.toolCallId)
+        const unreadable = (text !== undefined && text.trim() !== "" && !isJson(text)) ||
+          nestsDeeperThan(chunk.input, maxArgumentDepth)
+        if (unreadable) {
+          const { input: _input, ...withoutInput } = chunk
+          return withoutInput
+        }
       }
+      return chunk
     }
-    yield chunk
+    return {
+      next: () => iterator.next().then((result) => result.done === true ? result : { done: false, value: check(result.value) }),
+      return: (value?: unknown) => iterator.return?.(value) ?? Promise.resolve({ done: true, value }),
+      throw: (error?: unknown) => iterator.throw?.(error) ?? Promise.reject(error)
+    }
   }
-}
+})
