@@ -2,8 +2,9 @@
  * `npm run bench` (`-- --quick` for a short run): what the Effect layer costs
  * on top of core TanStack AI, and what the effect stores cost on top of their
  * drivers. Every case warms up, then alternates the raw path and ours in
- * rounds, and reports ratios measured side by side in this process. It writes
- * bench/results.json and the table of docs/benchmarks.md.
+ * rounds, and reports ratios measured side by side in this process. A full
+ * run writes bench/results.json and the table of docs/benchmarks.md; a quick
+ * one only prints.
  */
 import { cpus } from 'node:os'
 import { readFileSync, writeFileSync } from 'node:fs'
@@ -29,6 +30,11 @@ console.table(processes.map((row) => ({ ...row, callsPerSecond: Math.round(row.c
 
 const memory = await benchMemory({ quick })
 console.log(memory)
+
+if (quick) {
+  console.log('A quick run: bench/results.json and docs/benchmarks.md are left as they are.')
+  process.exit(0)
+}
 
 const results = {
   date,
