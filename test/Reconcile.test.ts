@@ -3,8 +3,9 @@ import type { StreamChunk } from "@tanstack/ai"
 import { describe, expect, it } from "@effect/vitest"
 import * as AI from "@tanstack/ai-effect"
 import { type ScriptedTextAdapter, scriptedText } from "@tanstack/ai-effect/testing"
-import { Data, Deferred, Duration, Effect, Fiber, Latch, Layer, Logger, Metric, Option, Ref, Schema, Stream, Tracer } from "effect"
+import { Data, Deferred, Duration, Effect, Fiber, Latch, Layer, Logger, Metric, Option, Ref, Schema, Stream } from "effect"
 import { TestClock } from "effect/testing"
+import { inMemoryTracer } from "./support/tracing.ts"
 
 class PostFailed extends Data.TaggedError("PostFailed")<{ readonly reason: string }> {}
 
@@ -592,14 +593,7 @@ describe("effect tools beyond the seed", () => {
   it.effect("each call runs in a span named after the tool, with the key and the outcome, and is counted by outcome", () =>
     withStore((store) =>
       Effect.gen(function*() {
-        const spans: Array<Tracer.NativeSpan> = []
-        const tracer = Tracer.make({
-          span: (options) => {
-            const span = new Tracer.NativeSpan(options)
-            spans.push(span)
-            return span
-          }
-        })
+        const { spans, tracer } = inMemoryTracer()
         const tracker = yield* makeTracker
         const counter = (outcome: AI.Outcome) =>
           Metric.value(Metric.withAttributes(AI.effectToolCalls, { tool: "comment", outcome }))

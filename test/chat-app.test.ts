@@ -11,6 +11,7 @@ import { join } from 'node:path'
 import type { BrowserContext, Page } from 'playwright-core'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { ensureBuilt } from '../examples/chat-app/build.ts'
+import { chatRequestBody } from './support/agui.ts'
 import { launchBrowser, missingBrowser, screenshotPath } from './support/browser.ts'
 import { freePort } from './support/services.ts'
 
@@ -81,15 +82,7 @@ describe('Effect Chat over plain HTTP', () => {
     const response = await fetch(`${app.url}/api/chat`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({
-        threadId: 'thread-http',
-        runId: 'run-http',
-        messages: [{ id: 'm1', role: 'user', content: 'Where is order A-100?' }],
-        tools: [],
-        context: [],
-        forwardedProps: {},
-        state: {},
-      }),
+      body: chatRequestBody({ threadId: 'thread-http', runId: 'run-http' }, 'Where is order A-100?'),
     })
     expect(response.headers.get('content-type')).toContain('text/event-stream')
     const events = (await response.text()).split('\n').filter((line) => line.startsWith('data: ')).map((line) => JSON.parse(line.slice(6)))

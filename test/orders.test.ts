@@ -11,6 +11,7 @@ import { openaiText } from "@tanstack/ai-openai"
 import { Deferred, Effect, Schema, Stream } from "effect"
 import { afterEach, describe, expect, it } from "vitest"
 import { serve } from "../examples/http.ts"
+import { chatRequestBody } from "./support/agui.ts"
 import { Db, DbLive } from "../examples/orders/db.ts"
 import { ordersModel } from "../examples/orders/offline-model.ts"
 import { POST } from "../examples/orders/route.ts"
@@ -133,15 +134,7 @@ describe("the orders example", () => {
     const response = await fetch(url, {
       method: "POST",
       headers: { "content-type": "application/json" },
-      body: JSON.stringify({
-        threadId: "thread-1",
-        runId: "run-1",
-        messages: [{ id: "m1", role: "user", content: "Where is order A-100?" }],
-        tools: [],
-        context: [],
-        forwardedProps: {},
-        state: {}
-      }),
+      body: chatRequestBody({ threadId: "thread-1", runId: "run-1" }, "Where is order A-100?"),
       signal: browser.signal
     })
     expect(response.status).toBe(200)

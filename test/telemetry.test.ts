@@ -8,19 +8,8 @@ import { describe, expect, it } from "@effect/vitest"
 import * as AI from "@tanstack/ai-effect"
 import { fakeOpenAI, scriptedText } from "@tanstack/ai-effect/testing"
 import { createOpenaiChat } from "@tanstack/ai-openai"
-import { Effect, Option, Schema, Stream, Tracer } from "effect"
-
-const inMemoryTracer = () => {
-  const spans: Array<Tracer.NativeSpan> = []
-  const tracer = Tracer.make({
-    span: (options) => {
-      const span = new Tracer.NativeSpan(options)
-      spans.push(span)
-      return span
-    }
-  })
-  return { spans, tracer }
-}
+import { Effect, Option, Schema, Stream, type Tracer } from "effect"
+import { inMemoryTracer } from "./support/tracing.ts"
 
 const getOrder = AI.serverTool(
   toolDefinition({
