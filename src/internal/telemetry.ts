@@ -14,8 +14,13 @@ export interface Usage {
 
 /** Adds the usage a `RUN_FINISHED` chunk reports (core's form, or AG-UI's list) to `total`. */
 export const addUsage = (total: Usage, chunk: StreamChunk): void => {
-  if (chunk.type !== "RUN_FINISHED" || chunk.usage === undefined) return
-  for (const usage of Array.isArray(chunk.usage) ? chunk.usage : [chunk.usage]) {
+  if (chunk.type === "RUN_FINISHED") addReportedUsage(total, chunk.usage)
+}
+
+/** Adds usage as an adapter reports it: one object, or AG-UI's list of them. */
+export const addReportedUsage = (total: Usage, reported: unknown): void => {
+  for (const usage of Array.isArray(reported) ? reported : [reported]) {
+    if (!Predicate.isObject(usage)) continue
     total.input += numberAt(usage, "promptTokens") + numberAt(usage, "inputTokens")
     total.output += numberAt(usage, "completionTokens") + numberAt(usage, "outputTokens")
   }

@@ -45,6 +45,48 @@ export type FakeScript = ReadonlyArray<FakeTurn> | ((request: ResponsesRequest, 
 export interface FakeReply extends ScriptedReply {
   /** Milliseconds to wait before the response completes. */
   readonly delayMs?: number
+  /** Answer with this HTTP error instead (a 429 rate limit, a 500). */
+  readonly failure?: FakeFailure
+  /** Answer 200 with a body that is not JSON. */
+  readonly malformed?: boolean
+}
+
+/**
+ * An HTTP error the fake answers with, in OpenAI's error shape.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface FakeFailure {
+  readonly status: number
+  readonly message?: string
+}
+
+/**
+ * How the fake answers an endpoint other than `/responses`: embeddings and
+ * image generation. By default it answers with made-up vectors and images.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface FakeEndpoint {
+  readonly failure?: FakeFailure
+  readonly malformed?: boolean
+  /** Milliseconds to wait before answering. */
+  readonly delayMs?: number
+}
+
+/**
+ * Options of {@link startFakeOpenAI}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface FakeOpenAIOptions {
+  /** `POST /v1/embeddings`: deterministic vectors by default. */
+  readonly embeddings?: FakeEndpoint
+  /** `POST /v1/images/generations`: a small base64 image by default. */
+  readonly images?: FakeEndpoint
 }
 
 /**
@@ -69,8 +111,10 @@ export interface ResponsesRequest {
 export interface FakeOpenAIServer {
   /** The base URL for the OpenAI client, ending in `/v1`. */
   readonly baseURL: string
-  /** The request bodies received, in order. */
+  /** The request bodies received by `/responses`, in order. */
   readonly requests: ReadonlyArray<ResponsesRequest>
+  /** The requests received by the other endpoints (embeddings, images), in order. */
+  readonly otherRequests: ReadonlyArray<{ readonly path: string; readonly body: Record<string, unknown> }>
   /** How many requests were aborted by the client before they completed. */
   readonly aborted: () => number
   readonly close: () => Promise<void>
@@ -93,33 +137,54 @@ export interface FakeOpenAIServer {
  * @since 0.1.0
  * @category constructors
  */
-export const startFakeOpenAI = async (script: FakeScript): Promise<FakeOpenAIServer> => {
+export const startFakeOpenAI = async (script: FakeScript, options: FakeOpenAIOptions = {}): Promise<FakeOpenAIServer> => {
   const requests: Array<ResponsesRequest> = []
+  const otherRequests: Array<{ readonly path: string; readonly body: Record<string, unknown> }> = []
   let aborted = 0
-  const server = createServer((req, res) => {
-    if (req.method !== "POST" || req.url !== "/v1/responses") {
-      res.writeHead(404, { "content-type": "application/json" })
-      res.end(JSON.stringify({ error: { message: `No route ${req.method} ${req.url}`, type: "invalid_request_error" } }))
-      return
+  const endpoints: Record<string, (body: Record<string, unknown>, res: ServerResponse) => void> = {
+    "/v1/responses": (body, res) => {
+      const request = body as ResponsesRequest
+      const index = requests.length
+      requests.push(request)
+      const turn = typeof script === "function" ? script(request, index) : script[index]
+      if (turn === undefined) return sendFailure(res, { status: 500, message: `The script has no turn ${index + 1}` })
+      const reply = typeof turn === "function" ? turn(request) : turn
+      if (reply.failure !== undefined) return sendFailure(res, reply.failure)
+      if (reply.malformed === true) return sendMalformed(res)
+      // The SDK asks for a stream for chat, and for a whole response for structured output.
+      return request.stream === true ? void streamReply(res, request.model, index, reply) : sendResponse(res, request.model, index, reply)
+    },
+    "/v1/embeddings": (body, res) => {
+      otherRequests.push({ path: "/v1/embeddings", body })
+      answerOther(res, options.embeddings, () => {
+        const inputs = Array.isArray(body.input) ? body.input.map(String) : [String(body.input)]
+        return {
+          object: "list",
+          model: body.model,
+          data: inputs.map((text, index) => ({ object: "embedding", index, embedding: vectorOf(text) })),
+          usage: { prompt_tokens: inputs.length * 3, total_tokens: inputs.length * 3 }
+        }
+      })
+    },
+    "/v1/images/generations": (body, res) => {
+      otherRequests.push({ path: "/v1/images/generations", body })
+      answerOther(res, options.images, () => ({
+        created: Math.floor(Date.now() / 1000),
+        data: Array.from({ length: Number(body.n ?? 1) }, () => ({ b64_json: fakeImage }))
+      }))
     }
+  }
+  const server = createServer((req, res) => {
+    const endpoint = req.method === "POST" ? endpoints[req.url ?? ""] : undefined
+    if (endpoint === undefined) return sendFailure(res, { status: 404, message: `No route ${req.method} ${req.url}` })
     let body = ""
     req.setEncoding("utf8")
     req.on("data", (part: string) => (body += part))
     req.on("end", () => {
-      const request = JSON.parse(body) as ResponsesRequest
-      const index = requests.length
-      requests.push(request)
-      const turn = typeof script === "function" ? script(request, index) : script[index]
-      if (turn === undefined) {
-        res.writeHead(500, { "content-type": "application/json" })
-        res.end(JSON.stringify({ error: { message: `The script has no turn ${index + 1}`, type: "server_error" } }))
-        return
-      }
-      const reply = typeof turn === "function" ? turn(request) : turn
       res.on("close", () => {
         if (!res.writableFinished) aborted++
       })
-      void streamReply(res, request.model, index, reply)
+      endpoint(JSON.parse(body) as Record<string, unknown>, res)
     })
   })
   server.listen(0, "127.0.0.1")
@@ -128,6 +193,7 @@ export const startFakeOpenAI = async (script: FakeScript): Promise<FakeOpenAISer
   return {
     baseURL: `http://127.0.0.1:${port}/v1`,
     requests,
+    otherRequests,
     aborted: () => aborted,
     close: () =>
       new Promise<void>((resolve, reject) => {
@@ -154,11 +220,66 @@ export const startFakeOpenAI = async (script: FakeScript): Promise<FakeOpenAISer
  * @since 0.1.0
  * @category constructors
  */
-export const fakeOpenAI = (script: FakeScript): Effect.Effect<FakeOpenAIServer, never, Scope.Scope> =>
+export const fakeOpenAI = (script: FakeScript, options?: FakeOpenAIOptions): Effect.Effect<FakeOpenAIServer, never, Scope.Scope> =>
   Effect.acquireRelease(
-    Effect.promise(() => startFakeOpenAI(script)),
+    Effect.promise(() => startFakeOpenAI(script, options)),
     (server) => Effect.promise(() => server.close())
   )
+
+const sendFailure = (res: ServerResponse, failure: FakeFailure): void => {
+  res.writeHead(failure.status, { "content-type": "application/json" })
+  res.end(JSON.stringify({ error: { message: failure.message ?? `Fake failure ${failure.status}`, type: "fake_error", code: null } }))
+}
+
+const sendMalformed = (res: ServerResponse): void => {
+  res.writeHead(200, { "content-type": "application/json" })
+  res.end("{ this is not json")
+}
+
+const answerOther = (res: ServerResponse, endpoint: FakeEndpoint | undefined, body: () => unknown): void => {
+  const answer = () => {
+    if (endpoint?.failure !== undefined) return sendFailure(res, endpoint.failure)
+    if (endpoint?.malformed === true) return sendMalformed(res)
+    res.writeHead(200, { "content-type": "application/json" })
+    res.end(JSON.stringify(body()))
+  }
+  if (endpoint?.delayMs === undefined) answer()
+  else setTimeout(() => res.destroyed || answer(), endpoint.delayMs)
+}
+
+/** A small vector made from the text, the same for the same text. */
+const vectorOf = (text: string): Array<number> => {
+  let hash = 0
+  for (const char of text) hash = (hash * 31 + char.charCodeAt(0)) % 1_000_003
+  return [text.length / 100, (hash % 1000) / 1000, ((hash >> 3) % 1000) / 1000]
+}
+
+// A 1x1 transparent PNG.
+const fakeImage = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+
+/** A whole (not streamed) Responses API answer: the reply's text as one message. */
+const sendResponse = (res: ServerResponse, model: string, index: number, reply: FakeReply): void => {
+  const answer = () => {
+    res.writeHead(200, { "content-type": "application/json" })
+    res.end(JSON.stringify({
+      id: `resp_${index}`,
+      object: "response",
+      created_at: Math.floor(Date.now() / 1000),
+      model,
+      status: "completed",
+      output: [{
+        type: "message",
+        id: `msg_${index}`,
+        role: "assistant",
+        status: "completed",
+        content: [{ type: "output_text", text: textDeltas(reply).join(""), annotations: [] }]
+      }],
+      usage: { input_tokens: 10, output_tokens: 5, total_tokens: 15, input_tokens_details: { cached_tokens: 0 }, output_tokens_details: { reasoning_tokens: 0 } }
+    }))
+  }
+  if (reply.delayMs === undefined) answer()
+  else setTimeout(() => res.destroyed || answer(), reply.delayMs)
+}
 
 const streamReply = async (
   res: ServerResponse,

@@ -12,7 +12,7 @@
 import type { ModelMessage, StreamChunk, TextOptions } from "@tanstack/ai"
 import { BaseTextAdapter } from "@tanstack/ai/adapters"
 import { argumentsText, textDeltas } from "./internal.ts"
-import type { StructuredOutputResult } from "@tanstack/ai/adapters"
+import type { StructuredOutputOptions, StructuredOutputResult } from "@tanstack/ai/adapters"
 
 /**
  * A tool call the scripted model makes.
@@ -139,8 +139,26 @@ export class ScriptedTextAdapter extends BaseTextAdapter<"scripted", Record<stri
     } as StreamChunk
   }
 
-  structuredOutput(): Promise<StructuredOutputResult<unknown>> {
-    return Promise.reject(new Error("The scripted adapter does not produce structured output"))
+  /**
+   * Structured output: the next turn's text is the model's answer, parsed
+   * as JSON (so a script can also send JSON that does not fit the schema).
+   */
+  structuredOutput(options: StructuredOutputOptions<Record<string, never>>): Promise<StructuredOutputResult<unknown>> {
+    const { chatOptions } = options
+    const index = this.turns.length
+    this.turns.push({
+      messages: structuredClone(chatOptions.messages),
+      systemPrompts: (chatOptions.systemPrompts ?? []).map((prompt) => typeof prompt === "string" ? prompt : prompt.content),
+      toolNames: [],
+      runId: chatOptions.runId,
+      threadId: chatOptions.threadId
+    })
+    const step = this.#script[index]
+    if (step === undefined) {
+      return Promise.reject(new Error(`The script has ${this.#script.length} turns; turn ${index + 1} was requested`))
+    }
+    const rawText = textDeltas(typeof step === "function" ? step(chatOptions.messages) : step).join("")
+    return Promise.resolve().then(() => ({ data: JSON.parse(rawText), rawText }))
   }
 }
 

@@ -6,3 +6,4 @@
  */
 export * from "./FakeOpenAI.ts"
 export * from "./ScriptedText.ts"
+export * from "./ScriptedActivities.ts"
