@@ -141,9 +141,11 @@ const spanOf = (operation: string, adapter: ModelOf) => ({
     "gen_ai.operation.name": operation,
     "gen_ai.request.model": adapter.model,
     "gen_ai.provider.name": adapter.name
-  },
-  captureStackTrace: false
+  }
 })
+
+// A span per call need not capture a stack trace.
+const noStackTrace = { captureStackTrace: false } as const
 
 /** The token usage a result reports, in core's form or AG-UI's, on the current span. */
 const annotateUsage = (result: unknown) => {
@@ -172,7 +174,7 @@ const runActivity = <A>(
     })
   }).pipe(
     Effect.tap(annotateUsage),
-    Effect.withSpan(`AI.${activity}`, spanOf(operation, adapter))
+    Effect.withSpan(`AI.${activity}`, spanOf(operation, adapter), noStackTrace)
   )
 
 /** Runs one streaming activity: its request is aborted when the stream stops. */
@@ -190,7 +192,7 @@ const streamActivity = (
       )
       return fromAsyncIterableBatched(start(controller.signal), (error) => toAiError(activity, error, controller.signal))
     })
-  ).pipe(Stream.withSpan(`AI.${activity}`, spanOf(operation, adapter)))
+  ).pipe(Stream.withSpan(`AI.${activity}`, { ...spanOf(operation, adapter), ...noStackTrace }))
 
 /** The options of a core activity, without the parts this module owns. */
 type Options<O> = Omit<O, "stream" | "abortSignal">
