@@ -499,20 +499,18 @@ export const effectTool = <
     )
   }
 
-  const reconcile = (
+  /** Steps 2 to 4 for a key the store had no record of: the claim answers a record that arrived meanwhile. */
+  const claimAndApply = (
     store: EffectStore["Service"],
     id: EffectId,
     input: Input,
     call: EffectCall,
     fingerprint: string | undefined
   ) =>
-    Effect.gen(function*() {
-      const recorded = yield* store.get(id)
-      if (Option.isSome(recorded)) return yield* replay(id, recorded.value, fingerprint)
-      const claim = yield* claimOrWait(store, id)
-      if (claim._tag === "Recorded") return yield* replay(id, claim.recorded, fingerprint)
-      return yield* applyClaimed(store, id, claim, input, call, fingerprint)
-    })
+    Effect.flatMap(claimOrWait(store, id), (claim) =>
+      claim._tag === "Recorded"
+        ? replay(id, claim.recorded, fingerprint)
+        : applyClaimed(store, id, claim, input, call, fingerprint))
 
   return serverTool(definition, (input, toolCall) =>
     Effect.gen(function*() {
@@ -541,9 +539,11 @@ export const effectTool = <
       yield* Effect.annotateCurrentSpan({ "effect.key": key })
       const id = { tool, key }
       const call: EffectCall = { ...toolCall, key, run }
-      const { value, shared } = yield* store.share(id, reconcile(store, id, input, call, fingerprint)).pipe(
-        Effect.annotateLogs({ effectKey: key })
-      )
+      // A recorded key is answered from its record, without the sharing of calls in flight.
+      const recorded = yield* store.get(id)
+      const { value, shared } = Option.isSome(recorded)
+        ? { value: yield* replay(id, recorded.value, fingerprint), shared: false }
+        : yield* store.share(id, claimAndApply(store, id, input, call, fingerprint)).pipe(Effect.annotateLogs({ effectKey: key }))
       const outcome = shared ? "recorded" : value.outcome
       yield* Effect.annotateCurrentSpan({ "effect.outcome": outcome })
       yield* Metric.update(counted[outcome], 1)
