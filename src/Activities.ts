@@ -45,6 +45,7 @@ import type {
 } from "@tanstack/ai/adapters"
 import type { TextActivityOptions } from "@tanstack/ai/adapters"
 import { Effect, Predicate, Schema, Stream } from "effect"
+import { scopedAbortController } from "./internal/abort.ts"
 import { fromAsyncIterableBatched } from "./internal/batched.ts"
 import { addReportedUsage, type Usage, usageAttributes } from "./internal/telemetry.ts"
 import { toolSchema, type ToolSchemaOptions } from "./ToolSchema.ts"
@@ -186,10 +187,7 @@ const streamActivity = (
 ): Stream.Stream<StreamChunk, AiError> =>
   Stream.unwrap(
     Effect.gen(function*() {
-      const controller = yield* Effect.acquireRelease(
-        Effect.sync(() => new AbortController()),
-        (controller) => Effect.sync(() => controller.abort())
-      )
+      const controller = yield* scopedAbortController
       return fromAsyncIterableBatched(start(controller.signal), (error) => toAiError(activity, error, controller.signal))
     })
   ).pipe(Stream.withSpan(`AI.${activity}`, { ...spanOf(operation, adapter), ...noStackTrace }))

@@ -21,6 +21,7 @@ import type { AnyTextAdapter, StreamChunk } from "@tanstack/ai"
 import type { TextActivityOptions } from "@tanstack/ai/adapters"
 import { Effect, Option, Schema, Stream } from "effect"
 import type * as Arr from "effect/Array"
+import { scopedAbortController } from "./internal/abort.ts"
 import { guardArguments } from "./internal/arguments.ts"
 import { fromAsyncIterableBatched } from "./internal/batched.ts"
 import { makeRun, RunCreatedAt } from "./internal/run.ts"
@@ -95,12 +96,6 @@ export class ChatError extends Schema.TaggedError<ChatError>()("ChatError", {
 }
 
 /**
- * The reason a run's abort signal carries. Made once: `abort()` without a
- * reason builds a DOMException, stack trace included, on every run.
- */
-const runStopped = new DOMException("The chat run stopped", "AbortError")
-
-/**
  * Runs a TanStack AI chat as an Effect Stream of AG-UI chunks.
  *
  * @example
@@ -149,10 +144,7 @@ export const chat = <
         Effect.provideService(RunContext, run),
         Effect.provideService(RunCreatedAt, createdAt)
       )
-      const abortController = yield* Effect.acquireRelease(
-        Effect.sync(() => new AbortController()),
-        (controller) => Effect.sync(() => controller.abort(runStopped))
-      )
+      const abortController = yield* scopedAbortController
       const iterable = yield* Effect.try({
         try: () =>
           coreChat({

@@ -160,6 +160,10 @@ const writeCanonical = (root: unknown): string => {
   }
 }
 
+// node:crypto hashes in the calling fiber; a WebCrypto digest is a promise
+// round trip for every key, which costs more than the hash itself.
+const nodeCrypto = globalThis.process?.getBuiltinModule?.("node:crypto")
+
 /**
  * The lowercase hex SHA-256 of a text: synchronous `node:crypto` where the
  * runtime has it, the runtime's WebCrypto elsewhere.
@@ -175,9 +179,6 @@ const writeCanonical = (root: unknown): string => {
  * @category keys
  */
 export const sha256Hex = (text: string): Effect.Effect<string> => {
-  // node:crypto hashes in the calling fiber; a WebCrypto digest is a promise
-  // round trip for every key, which costs more than the hash itself.
-  const nodeCrypto = globalThis.process?.getBuiltinModule?.("node:crypto")
   if (nodeCrypto !== undefined) return Effect.sync(() => nodeCrypto.createHash("sha256").update(text).digest("hex"))
   return Effect.flatMap(
     Effect.service(WebCrypto.WebCrypto),

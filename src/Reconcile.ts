@@ -27,6 +27,7 @@
 import { Clock, Context, Duration, Effect, Exit, Metric, Option, Result, Schema, Stream } from "effect"
 import { canonicalJson, EffectKeyError, type KeyStrategy, sha256Hex } from "./EffectKey.ts"
 import { ClaimLost, EffectStore, EffectStoreError, type EffectId, type Recorded } from "./EffectStore.ts"
+import { notJson } from "./internal/json.ts"
 import { perRunKey } from "./internal/keys.ts"
 import { RunCreatedAt } from "./internal/run.ts"
 import { shouldWarnMadeInRun } from "./internal/store.ts"
@@ -392,11 +393,11 @@ export const effectTool = <
     if (codec !== undefined) {
       return Effect.mapError(Schema.encodeEffect(codec)(output), (error) => new ToolOutputError({ tool, message: error.message }))
     }
-    const json = canonicalJson(output)
-    return Result.isSuccess(json)
-      // canonicalJson accepted it, so it is JSON.
+    const problem = notJson(output)
+    return problem === undefined
+      // notJson accepted it, so it is JSON.
       ? Effect.succeed(output as Schema.Json)
-      : Effect.fail(new ToolOutputError({ tool, message: `the result is not JSON: ${json.failure.reason} at ${json.failure.path}` }))
+      : Effect.fail(new ToolOutputError({ tool, message: problem }))
   }
 
   /** A record the output schema cannot decode is a record that cannot be read: the call fails closed. */

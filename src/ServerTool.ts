@@ -11,8 +11,8 @@
  */
 import type { InferSchemaType, ServerTool as CoreServerTool, ToolDefinitionInstance, ToolExecutionContext } from "@tanstack/ai"
 import type { Scope } from "effect"
-import { Cause, Effect, FiberSet, Option, Predicate, Redacted, Result, Schema, Stream } from "effect"
-import { canonicalJson } from "./EffectKey.ts"
+import { Cause, Effect, FiberSet, Option, Predicate, Redacted, Schema, Stream } from "effect"
+import { notJson } from "./internal/json.ts"
 import { RunContext } from "./RunContext.ts"
 import { isToolSchema } from "./ToolSchema.ts"
 
@@ -346,10 +346,8 @@ const toCoreTool = (
 
 /** A result without an Effect output schema goes to the model as it is, so it must be JSON. */
 const checkJson = (output: unknown): Effect.Effect<unknown, { readonly message: string }> => {
-  const json = canonicalJson(output)
-  return Result.isSuccess(json)
-    ? Effect.succeed(output)
-    : Effect.fail({ message: `the result is not JSON: ${json.failure.reason} at ${json.failure.path}` })
+  const problem = notJson(output)
+  return problem === undefined ? Effect.succeed(output) : Effect.fail({ message: problem })
 }
 
 const runCall = (tool: EffectTool.Any, input: unknown, call: ToolCall): Effect.Effect<unknown, unknown, unknown> =>
