@@ -638,7 +638,7 @@ describe("EffectStore.layerMemory", () => {
     }
   })
 
-  it.effect("evicting at capacity costs the same late in a long run as early: the oldest record goes, whatever came before", () =>
+  it.effect("after 5,000 evictions at capacity, each put still evicts exactly the oldest record", () =>
     Effect.gen(function*() {
       const store = yield* AI.EffectStore
       // Many evictions leave deleted slots at the front of the Map; each put still evicts exactly the oldest.

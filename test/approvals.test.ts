@@ -104,6 +104,9 @@ describe("tool approvals through the route", () => {
     await expect.poll(() => app.requests.length).toBeGreaterThan(1)
     await expect.poll(() => client.getIsLoading()).toBe(false)
     expect(app.refunds).toEqual([])
+    // The run resumed past the approval: the model was asked again, with the denied call's result.
+    expect(app.model.requests).toHaveLength(2)
+    expect(app.model.requests[1]?.input.some((item) => item.type === "function_call_output" && item.call_id === "call_refund")).toBe(true)
   })
 
   it("the same approved request sent twice: the perToolCall effect is applied once, the second replays it", async () => {
