@@ -9,6 +9,8 @@ export default defineConfig({
   ssr: { resolve: { conditions, externalConditions: conditions } },
   test: {
     include: ["test/**/*.test.ts"],
+    // The package suite has a config of its own (vitest.package.config.ts).
+    exclude: ["test/package/**"],
     testTimeout: 30_000,
     hookTimeout: 60_000
   }

@@ -409,6 +409,15 @@ export const generateVideoStream = <TAdapter extends VideoAdapter<string, any, a
     coreGenerateVideo<TAdapter, true>({ ...options, stream: true, abortSignal } as VideoCreateOptions<TAdapter, true>))
 
 /**
+ * What {@link getVideoJobStatus} reports of a job: its status, progress, URL
+ * and usage, as core reports them (core's own name for it is not exported).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type VideoJobStatus = Awaited<ReturnType<typeof coreGetVideoJobStatus>>
+
+/**
  * The status of a video job.
  *
  * @since 0.1.0
@@ -416,7 +425,7 @@ export const generateVideoStream = <TAdapter extends VideoAdapter<string, any, a
  */
 export const getVideoJobStatus = <TAdapter extends VideoAdapter<string, any, any, any, any, any>>(
   options: Parameters<typeof coreGetVideoJobStatus<TAdapter>>[0]
-) => runActivity("getVideoJobStatus", "generate_content", options.adapter, () => coreGetVideoJobStatus<TAdapter>(options))
+): Effect.Effect<VideoJobStatus, AiError> => runActivity("getVideoJobStatus", "generate_content", options.adapter, () => coreGetVideoJobStatus<TAdapter>(options))
 
 /**
  * Options of {@link generateObject}.
