@@ -47,6 +47,7 @@ import type { TextActivityOptions } from "@tanstack/ai/adapters"
 import { Effect, Predicate, Schema, Stream } from "effect"
 import { scopedAbortController } from "./internal/abort.ts"
 import { fromAsyncIterableBatched } from "./internal/batched.ts"
+import { unwrapScoped } from "./internal/scoped.ts"
 import { addReportedUsage, type Usage, usageAttributes } from "./internal/telemetry.ts"
 import { toolSchema, type ToolSchemaOptions } from "./ToolSchema.ts"
 
@@ -185,7 +186,7 @@ const streamActivity = (
   adapter: ModelOf,
   start: (signal: AbortSignal) => AsyncIterable<StreamChunk>
 ): Stream.Stream<StreamChunk, AiError> =>
-  Stream.unwrap(
+  unwrapScoped(
     Effect.gen(function*() {
       const controller = yield* scopedAbortController
       return fromAsyncIterableBatched(start(controller.signal), (error) => toAiError(activity, error, controller.signal))

@@ -25,6 +25,7 @@ import { scopedAbortController } from "./internal/abort.ts"
 import { guardArguments } from "./internal/arguments.ts"
 import { fromAsyncIterableBatched } from "./internal/batched.ts"
 import { makeRun, RunCreatedAt } from "./internal/run.ts"
+import { unwrapScoped } from "./internal/scoped.ts"
 import { addUsage, type Usage, usageAttributes } from "./internal/telemetry.ts"
 import { RunContext } from "./RunContext.ts"
 import { type EffectTool, wrapToolsForRun } from "./ServerTool.ts"
@@ -124,7 +125,7 @@ export const chat = <
 ): Stream.Stream<StreamChunk, ChatError, ChatRequirements<Tools>> => {
   const createdAt = performance.now()
   const isAgent = options.agent !== undefined
-  return Stream.unwrap(
+  return unwrapScoped(
     Effect.gen(function*() {
       const run = yield* makeRun(options)
       yield* Effect.annotateCurrentSpan({

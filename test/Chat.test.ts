@@ -358,6 +358,49 @@ describe("AI.chat when the run stops", () => {
       expect(adapter.turns).toHaveLength(1)
     }))
 
+  /** A tool whose release takes a turn of the event loop, so that a finalizer that does not wait for it runs first. */
+  const slowReleaseTool = (events: Array<string>, started: Deferred.Deferred<void>) =>
+    AI.serverTool(getOrderDef, () =>
+      Stream.concat(
+        Stream.make({ status: "working" }),
+        Stream.fromEffect(
+          Effect.acquireRelease(
+            Deferred.succeed(started, undefined),
+            () =>
+              Effect.promise(() => new Promise<void>((resolve) => setTimeout(resolve, 20))).pipe(
+                Effect.andThen(Effect.sync(() => events.push("tool released")))
+              )
+          ).pipe(Effect.andThen(Effect.never), Effect.scoped)
+        )
+      ))
+
+  it.live("a Stream.ensuring after AI.chat runs after the tool's finalizers have finished, when the run is interrupted", () =>
+    Effect.gen(function*() {
+      const events: Array<string> = []
+      const started = yield* Deferred.make<void>()
+      const fiber = yield* AI.chat({ adapter: scriptedText(askFor("A-100")), messages: user("?"), tools: [slowReleaseTool(events, started)] }).pipe(
+        Stream.ensuring(Effect.sync(() => events.push("outer finalizer"))),
+        Stream.runDrain,
+        Effect.forkChild
+      )
+      yield* Deferred.await(started)
+      yield* Fiber.interrupt(fiber)
+      expect(events).toEqual(["tool released", "outer finalizer"])
+    }))
+
+  it.live("a Stream.ensuring after AI.chat runs after the tool's finalizers have finished, when the consumer stops taking", () =>
+    Effect.gen(function*() {
+      const events: Array<string> = []
+      const started = yield* Deferred.make<void>()
+      yield* AI.chat({ adapter: scriptedText(askFor("A-100")), messages: user("?"), tools: [slowReleaseTool(events, started)] }).pipe(
+        Stream.ensuring(Effect.sync(() => events.push("outer finalizer"))),
+        Stream.takeUntil(isProgress),
+        Stream.tap((chunk) => isProgress(chunk) ? Deferred.await(started) : Effect.void),
+        Stream.runDrain
+      )
+      expect(events).toEqual(["tool released", "outer finalizer"])
+    }))
+
   it.live("the consumer returning the async iterator (the browser closing the request) interrupts the tool", () =>
     Effect.gen(function*() {
       const events: Array<string> = []
