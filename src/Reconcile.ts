@@ -24,7 +24,7 @@
  *
  * @since 0.1.0
  */
-import { Clock, Context, Duration, Effect, Exit, Metric, Option, Result, Schema, Stream } from "effect"
+import { Cause, Clock, Context, Duration, Effect, Exit, Metric, Option, Result, Schema, Stream } from "effect"
 import { canonicalJson, EffectKeyError, type KeyStrategy, sha256Hex } from "./EffectKey.ts"
 import { ClaimLost, EffectStore, EffectStoreError, type EffectId, type Recorded } from "./EffectStore.ts"
 import { notJson } from "./internal/json.ts"
@@ -53,6 +53,13 @@ export interface EffectCall extends ToolCall {
   /** The effect key of this call: embed it (see `effectMarker`) where the effect lands. */
   readonly key: string
   readonly run: RunContext["Service"]
+  /**
+   * The fence of this call's claim on the key: greater for every later owner.
+   * Send it with the effect to a remote that keeps the highest fence per key
+   * (or as part of an idempotency key), so that the remote itself can refuse
+   * the effect of an owner whose claim was taken over while it was paused.
+   */
+  readonly fence: number
 }
 
 /**
@@ -126,10 +133,17 @@ export interface EffectToolOptions<Input, Output, E, E2, R2> extends ServerToolO
    */
   readonly inDoubt?: "fail" | "reapply" | undefined
   /**
-   * How long a claim holds the key without renewal. A running `execute`
-   * renews it every third of this. Default 30 seconds.
+   * How long a claim holds the key without renewal. The claim is renewed
+   * every third of this from the moment it is taken until the effect is
+   * recorded: during `alreadyApplied` and `execute` alike. Default 30 seconds.
    */
   readonly lease?: Duration.Input | undefined
+  /**
+   * How long `alreadyApplied` may take. Past it the call fails closed with
+   * `EffectCheckTimeout`, releases its claim, and applies nothing.
+   * Default 10 seconds.
+   */
+  readonly checkTimeout?: Duration.Input | undefined
   /**
    * How long a call waits for another owner of its key to record the
    * effect, before it fails with `EffectInProgress`. Default 30 seconds.
@@ -214,6 +228,61 @@ export class EffectInDoubt extends Schema.TaggedError<EffectInDoubt>()("EffectIn
 }
 
 /**
+ * The call's effect may have been applied, but its claim was taken over by
+ * another owner before the effect was recorded: the call was paused (a GC
+ * pause, a frozen VM) or cut off from the store past its lease. The owner
+ * that took over treats the effect as in doubt and reconciles it; this call
+ * must not be read as "not applied". A remote that checks the call's
+ * `fence` refuses such a late effect.
+ *
+ * @example
+ * ```ts
+ * import * as AI from "@tanstack/ai-effect"
+ *
+ * const error = new AI.EffectTakenOver({ tool: "charge", key: "order-7", fence: 3 })
+ * error.message // starts with "The effect order-7 of tool charge may have been applied"
+ * ```
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class EffectTakenOver extends Schema.TaggedError<EffectTakenOver>()("EffectTakenOver", {
+  tool: Schema.String,
+  key: Schema.String,
+  fence: Schema.Number
+}) {
+  override get message(): string {
+    return `The effect ${this.key} of tool ${this.tool} may have been applied by this call (fence ${this.fence}), ` +
+      `but another owner took its claim over before it was recorded; that owner reconciles it`
+  }
+}
+
+/**
+ * `alreadyApplied` did not answer within the tool's `checkTimeout`. Nothing
+ * was applied and the claim was released; a retry checks again.
+ *
+ * @example
+ * ```ts
+ * import * as AI from "@tanstack/ai-effect"
+ *
+ * const error = new AI.EffectCheckTimeout({ tool: "comment", key: "run-1:comment:7", timeoutMillis: 10_000 })
+ * ```
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class EffectCheckTimeout extends Schema.TaggedError<EffectCheckTimeout>()("EffectCheckTimeout", {
+  tool: Schema.String,
+  key: Schema.String,
+  timeoutMillis: Schema.Number
+}) {
+  override get message(): string {
+    return `alreadyApplied did not answer within ${this.timeoutMillis} ms for the effect ${this.key} of tool ${this.tool}; ` +
+      `nothing was applied`
+  }
+}
+
+/**
  * The result of `execute` (or `alreadyApplied`) cannot be recorded: the
  * output schema does not encode it, or, without one, it is not JSON. When
  * `execute` produced it, the effect happened, so the claim is left to expire
@@ -246,6 +315,8 @@ export type EffectToolError =
   | EffectKeyReused
   | EffectInProgress
   | EffectInDoubt
+  | EffectTakenOver
+  | EffectCheckTimeout
   | ClaimLost
   | ToolOutputError
   | ToolCallError
@@ -258,12 +329,15 @@ export type EffectToolError =
  *   process, or another owner, applied it meanwhile), nothing ran;
  * - `reconciled`: `alreadyApplied` found the effect;
  * - `applied`: `execute` ran;
- * - `failed`: the call failed or was interrupted.
+ * - `in-doubt`: the call ended without a record once its effect may have
+ *   happened (`execute` interrupted or dead, `EffectTakenOver`, or
+ *   `EffectInDoubt`): the next owner of the key reconciles;
+ * - `failed`: the call failed, and nothing was applied.
  *
  * @since 0.1.0
  * @category models
  */
-export type Outcome = "recorded" | "reconciled" | "applied" | "failed"
+export type Outcome = "recorded" | "reconciled" | "applied" | "in-doubt" | "failed"
 
 /**
  * The name of the `CUSTOM` event an effect tool sends when a call is
@@ -373,11 +447,13 @@ export const effectTool = <
   const reapplyInDoubt = options?.inDoubt === "reapply"
   const lease = Duration.fromInputUnsafe(options?.lease ?? Duration.seconds(30))
   const renewEvery = Duration.divideUnsafe(lease, 3)
+  const checkTimeout = Duration.fromInputUnsafe(options?.checkTimeout ?? Duration.seconds(10))
   const waitFor = Duration.toMillis(Duration.fromInputUnsafe(options?.waitFor ?? Duration.seconds(30)))
   const counted = {
     recorded: Metric.withAttributes(effectToolCalls, { tool, outcome: "recorded" }),
     reconciled: Metric.withAttributes(effectToolCalls, { tool, outcome: "reconciled" }),
     applied: Metric.withAttributes(effectToolCalls, { tool, outcome: "applied" }),
+    "in-doubt": Metric.withAttributes(effectToolCalls, { tool, outcome: "in-doubt" }),
     failed: Metric.withAttributes(effectToolCalls, { tool, outcome: "failed" })
   }
 
@@ -438,10 +514,12 @@ export const effectTool = <
     )
 
   /**
-   * Records a result. A failure is logged, never raised: the effect already
-   * happened. The claim's lease then ends at once, so that the next caller
-   * takes over and reconciles instead of waiting for a record that will not
-   * come.
+   * Records a result. A store failure is logged, never raised: the effect
+   * already happened. The claim's lease then ends at once, so that the next
+   * caller takes over and reconciles instead of waiting for a record that
+   * will not come. A record refused because another owner took the claim
+   * over is `EffectTakenOver`: the effect happened, and that owner is about
+   * to reconcile it.
    */
   const record = (
     store: EffectStore["Service"],
@@ -450,32 +528,49 @@ export const effectTool = <
     output: Schema.Json,
     outcome: Recorded["outcome"],
     fingerprint: string | undefined
-  ) =>
+  ): Effect.Effect<void, EffectTakenOver> =>
     Clock.currentTimeMillis.pipe(
       Effect.flatMap((recordedAt) =>
         store.put(id, { output, outcome, recordedAt, ...(fingerprint === undefined ? {} : { fingerprint }) }, { fence })
       ),
-      Effect.catchCause((cause) => Effect.andThen(warnUnrecorded(cause), abandon(store, id, fence)))
+      Effect.catchCause((cause) =>
+        isClaimLost(cause)
+          ? Effect.fail(new EffectTakenOver({ ...id, fence }))
+          : Effect.andThen(warnUnrecorded(cause), abandon(store, id, fence))
+      )
     )
 
-  /** Steps 3 and 4, holding the claim with `fence`. */
+  /**
+   * Steps 3 and 4, holding the claim with `fence` from the remote check to
+   * the record. How the claim ends depends on how far the call got: before
+   * `execute` starts, or when `execute` fails with a typed failure (the tool
+   * says nothing happened), it is released for the next caller; once
+   * `execute` has started and ends any other way (interrupted, a defect, the
+   * claim taken over), the effect may have happened, so the claim is
+   * abandoned as a crash would leave it and the next owner reconciles.
+   */
   const applyClaimed = (
     store: EffectStore["Service"],
     id: EffectId,
     claim: { readonly fence: number; readonly takenOver: boolean },
     input: Input,
-    call: EffectCall,
+    call: Omit<EffectCall, "fence">,
     fingerprint: string | undefined
   ): Effect.Effect<Answer, E | E2 | EffectToolError, R | R2> => {
     const { fence } = claim
-    // Released only while nothing happened; once the effect may have
-    // happened, the claim stays until its lease ends, so that the next
-    // caller treats the effect as in doubt.
     let mayHaveHappened = false
+    const held = <A, E1, R1>(effect: Effect.Effect<A, E1, R1>) => Effect.raceFirst(effect, keepLease(store, id, fence))
+    const checked = checkRemote(id.key, input).pipe(
+      Effect.timeoutOrElse({
+        duration: checkTimeout,
+        orElse: () => Effect.fail(new EffectCheckTimeout({ ...id, timeoutMillis: Duration.toMillis(checkTimeout) }))
+      })
+    )
     return Effect.uninterruptibleMask((restore) =>
       Effect.gen(function*() {
-        const remote = yield* restore(checkRemote(id.key, input))
+        const remote = yield* restore(held(checked))
         if (Option.isSome(remote)) {
+          mayHaveHappened = true
           const stored = yield* toStored(remote.value)
           yield* record(store, id, fence, stored, "reconciled", fingerprint)
           return { output: remote.value, outcome: "reconciled" } as const
@@ -484,14 +579,20 @@ export const effectTool = <
           mayHaveHappened = true
           return yield* new EffectInDoubt(id)
         }
-        const result = execute(input, call)
+        const result = execute(input, { ...call, fence })
         const applying = Stream.isStream(result) ? lastWithProgress(result, call) : result
-        const output = yield* restore(Effect.raceFirst(applying, keepLease(store, id, fence)))
         mayHaveHappened = true
+        const exit = yield* Effect.exit(restore(held(applying)))
+        if (Exit.isFailure(exit)) {
+          if (isClaimLost(exit.cause)) return yield* new EffectTakenOver({ ...id, fence })
+          // A typed failure of execute says that nothing happened.
+          if (!Cause.hasDies(exit.cause) && !Cause.hasInterrupts(exit.cause)) mayHaveHappened = false
+          return yield* Effect.failCause(exit.cause)
+        }
         // Recorded even when the run stops now: the effect has happened.
-        const stored = yield* toStored(output)
+        const stored = yield* toStored(exit.value)
         yield* record(store, id, fence, stored, "applied", fingerprint)
-        return { output, outcome: "applied" } as const
+        return { output: exit.value, outcome: "applied" } as const
       })
     ).pipe(
       Effect.onExit((exit) =>
@@ -505,7 +606,7 @@ export const effectTool = <
     store: EffectStore["Service"],
     id: EffectId,
     input: Input,
-    call: EffectCall,
+    call: Omit<EffectCall, "fence">,
     fingerprint: string | undefined
   ) =>
     Effect.flatMap(claimOrWait(store, id), (claim) =>
@@ -539,7 +640,7 @@ export const effectTool = <
       if (key === "") return yield* new EffectKeyError({ path: "$", reason: "the effect key is empty" })
       yield* Effect.annotateCurrentSpan({ "effect.key": key })
       const id = { tool, key }
-      const call: EffectCall = { ...toolCall, key, run }
+      const call = { ...toolCall, key, run }
       // A recorded key is answered from its record, without the sharing of calls in flight.
       const recorded = yield* store.get(id)
       const { value, shared } = Option.isSome(recorded)
@@ -551,9 +652,21 @@ export const effectTool = <
       yield* toolCall.emit(effectOutcomeEvent, { toolName: tool, key, outcome })
       return value.output
     }).pipe(
-      Effect.tapCause(() => Effect.andThen(Effect.annotateCurrentSpan({ "effect.outcome": "failed" }), Metric.update(counted.failed, 1)))
+      Effect.tapCause((cause) => {
+        const outcome = isInDoubt(cause) ? "in-doubt" : "failed"
+        return Effect.andThen(Effect.annotateCurrentSpan({ "effect.outcome": outcome }), Metric.update(counted[outcome], 1))
+      })
     ), options)
 }
+
+const isClaimLost = (cause: Cause.Cause<unknown>): boolean =>
+  cause.reasons.some((reason) => Cause.isFailReason(reason) && reason.error instanceof ClaimLost)
+
+/** Whether a call ended once its effect may have happened, without a record. */
+const isInDoubt = (cause: Cause.Cause<unknown>): boolean =>
+  cause.reasons.some((reason) =>
+    Cause.isFailReason(reason) && (reason.error instanceof EffectTakenOver || reason.error instanceof EffectInDoubt)
+  )
 
 /** A claim owner that names this process, for the `Busy` answers other callers read. */
 const ownerId = (): string => `${processName}/${crypto.randomUUID()}`

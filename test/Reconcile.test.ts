@@ -671,7 +671,7 @@ describe("effect tools on claims", () => {
       })
     ))
 
-  it.live("when a renewal finds the claim lost, execute is interrupted and the call fails with ClaimLost", () =>
+  it.live("when a renewal finds the claim lost, execute is interrupted and the call fails with EffectTakenOver: its effect may have been applied", () =>
     Effect.gen(function*() {
       const memory = yield* memoryStore
       const store = yield* AI.EffectStore.make({
@@ -685,8 +685,163 @@ describe("effect tools on claims", () => {
         { effectKey: ({ issue }) => `lost:${issue}`, lease: "60 millis" }
       )
       const { adapter } = yield* runChat(store, [slow], [{ toolCalls: [commentOn(7)] }, { text: "Sorry" }])
-      expect(toolResultsOf(adapter, 1)[0].error).toMatch(/^ClaimLost: The claim on lost:7 \(tool comment, fence 1\) was lost/)
+      expect(toolResultsOf(adapter, 1)[0].error).toMatch(/^EffectTakenOver: The effect lost:7 of tool comment may have been applied by this call \(fence 1\)/)
       expect(yield* Deferred.isDone(interrupted)).toBe(true)
+    }).pipe(Effect.scoped))
+
+  /** A tool without alreadyApplied whose execute posts the comment, then ends as `after` says. */
+  const postingThen = <E>(
+    tracker: Tracker,
+    key: string,
+    after: Effect.Effect<{ readonly commentId: number }, E>,
+    posted?: Deferred.Deferred<void>
+  ) =>
+    AI.effectTool(
+      commentDef,
+      ({ issue, body }) =>
+        tracker.post(issue, body).pipe(
+          Effect.andThen(posted === undefined ? Effect.void : Deferred.succeed(posted, undefined)),
+          Effect.andThen(after)
+        ),
+      { effectKey: () => key }
+    )
+
+  it.live("a run stopped while execute runs leaves its effect in doubt: the next caller fails with EffectInDoubt instead of applying again", () =>
+    withStore((store) =>
+      Effect.gen(function*() {
+        const tracker = yield* makeTracker
+        const posted = yield* Deferred.make<void>()
+        const stopped = yield* Effect.forkChild(
+          runChat(store, [postingThen(tracker, "stop:7", Effect.never, posted)], [{ toolCalls: [commentOn(7)] }, { text: "Done" }])
+        )
+        yield* Deferred.await(posted)
+        yield* Fiber.interrupt(stopped)
+        const retry = yield* runChat(store, [postingThen(tracker, "stop:7", Effect.never)], [{ toolCalls: [commentOn(7)] }, { text: "Sorry" }])
+        expect(toolResultsOf(retry.adapter, 1)[0].error).toMatch(/^EffectInDoubt: /)
+        expect((yield* Ref.get(tracker.comments)).length).toBe(1)
+      })
+    ))
+
+  it.effect("a defect in execute leaves its effect in doubt too, and the call's outcome says in-doubt", () =>
+    withStore((store) =>
+      Effect.gen(function*() {
+        const tracker = yield* makeTracker
+        const tool = postingThen(tracker, "defect:7", Effect.die(new Error("socket hang up")))
+        const first = yield* runChat(store, [tool], [{ toolCalls: [commentOn(7)] }, { text: "Sorry" }])
+        expect(toolResultsOf(first.adapter, 1)).toEqual([{ error: "Error: socket hang up" }])
+        const retry = yield* runChat(store, [tool], [{ toolCalls: [commentOn(7)] }, { text: "Sorry" }])
+        expect(toolResultsOf(retry.adapter, 1)[0].error).toMatch(/^EffectInDoubt: /)
+        expect((yield* Ref.get(tracker.comments)).length).toBe(1)
+      })
+    ))
+
+  it.effect("a typed failure of execute releases the claim: the tool says nothing happened, so the next caller applies", () =>
+    withStore((store) =>
+      Effect.gen(function*() {
+        const tracker = yield* makeTracker
+        const refusing = AI.effectTool(commentDef, () => Effect.fail(new PostFailed({ reason: "rate limited" })), {
+          effectKey: () => "typed:7"
+        })
+        yield* runChat(store, [refusing], [{ toolCalls: [commentOn(7)] }, { text: "Sorry" }])
+        const retry = yield* runChat(store, [postingThen(tracker, "typed:7", Effect.succeed({ commentId: 1 }))], [
+          { toolCalls: [commentOn(7)] },
+          { text: "Done" }
+        ])
+        expect(toolResultsOf(retry.adapter, 1)).toEqual([{ commentId: 1 }])
+        expect((yield* Ref.get(tracker.comments)).length).toBe(1)
+      })
+    ))
+
+  it.live("a run stopped during the remote check releases the claim: nothing was applied, and the key is free without doubt", () =>
+    withStore((store) =>
+      Effect.gen(function*() {
+        const checking = yield* Deferred.make<void>()
+        const tool = AI.effectTool(commentDef, () => Effect.succeed({ commentId: 1 }), {
+          effectKey: () => "check-stop:7",
+          alreadyApplied: () => Deferred.succeed(checking, undefined).pipe(Effect.andThen(Effect.never))
+        })
+        const stopped = yield* Effect.forkChild(runChat(store, [tool], [{ toolCalls: [commentOn(7)] }, { text: "Done" }]))
+        yield* Deferred.await(checking)
+        yield* Fiber.interrupt(stopped)
+        const next = yield* store.claim({ tool: "comment", key: "check-stop:7" }, { owner: "next", ttl: Duration.seconds(1) })
+        expect(next).toEqual(AI.Claim.Claimed({ fence: 2, takenOver: false }))
+      })
+    ))
+
+  it.live("a slow alreadyApplied keeps the lease: past the lease, another owner still finds the key busy", () =>
+    withStore((store) =>
+      Effect.gen(function*() {
+        const checking = yield* Deferred.make<void>()
+        const answer = yield* Deferred.make<Option.Option<{ commentId: number }>>()
+        const tool = AI.effectTool(commentDef, () => Effect.succeed({ commentId: 1 }), {
+          effectKey: () => "slow-check:7",
+          lease: "150 millis",
+          alreadyApplied: () => Deferred.succeed(checking, undefined).pipe(Effect.andThen(Deferred.await(answer)))
+        })
+        const running = yield* Effect.forkChild(runChat(store, [tool], [{ toolCalls: [commentOn(7)] }, { text: "Done" }]))
+        yield* Deferred.await(checking)
+        // Three leases pass while the owner checks the remote; its renewals keep the claim.
+        yield* Effect.sleep("450 millis")
+        const other = yield* store.claim({ tool: "comment", key: "slow-check:7" }, { owner: "other", ttl: Duration.seconds(1) })
+        expect(other._tag).toBe("Busy")
+        yield* Deferred.succeed(answer, Option.some({ commentId: 9 }))
+        const { adapter } = yield* Fiber.join(running)
+        expect(toolResultsOf(adapter, 1)).toEqual([{ commentId: 9 }])
+      })
+    ))
+
+  it.live("alreadyApplied past checkTimeout fails closed with EffectCheckTimeout, applies nothing and releases the claim", () =>
+    withStore((store) =>
+      Effect.gen(function*() {
+        const tracker = yield* makeTracker
+        const tool = AI.effectTool(commentDef, ({ issue, body }) => tracker.post(issue, body), {
+          effectKey: () => "check-timeout:7",
+          checkTimeout: "50 millis",
+          alreadyApplied: () => Effect.never
+        })
+        const { adapter } = yield* runChat(store, [tool], [{ toolCalls: [commentOn(7)] }, { text: "Sorry" }])
+        expect(toolResultsOf(adapter, 1)[0].error).toMatch(/^EffectCheckTimeout: alreadyApplied did not answer within 50 ms/)
+        expect(yield* Ref.get(tracker.executed)).toBe(0)
+        const next = yield* store.claim({ tool: "comment", key: "check-timeout:7" }, { owner: "next", ttl: Duration.seconds(1) })
+        expect(next).toEqual(AI.Claim.Claimed({ fence: 2, takenOver: false }))
+      })
+    ))
+
+  it.effect("execute gets its claim's fence, greater for an owner that took the key over", () =>
+    withStore((store) =>
+      Effect.gen(function*() {
+        const fences: Array<number> = []
+        const tool = AI.effectTool(commentDef, (_, { fence }) => Effect.sync(() => fences.push(fence)).pipe(Effect.as({ commentId: 1 })), {
+          effectKey: ({ issue }) => `fence:${issue}`,
+          inDoubt: "reapply"
+        })
+        yield* runChat(store, [tool], [{ toolCalls: [commentOn(1)] }, { text: "Done" }])
+        yield* crashedClaim(store, "fence:2")
+        yield* runChat(store, [tool], [{ toolCalls: [commentOn(2)] }, { text: "Done" }])
+        expect(fences).toEqual([1, 2])
+      })
+    ))
+
+  it.effect("a late owner whose record is refused fails with EffectTakenOver, and its span and counter say in-doubt", () =>
+    Effect.gen(function*() {
+      const { tracer, spans } = inMemoryTracer()
+      const memory = yield* memoryStore
+      const store = yield* AI.EffectStore.make({
+        ...memory,
+        // Another owner took the key over while this one applied the effect.
+        put: (id, _, { fence }) => Effect.fail(new AI.ClaimLost({ ...id, fence }))
+      })
+      const tracker = yield* makeTracker
+      const inDoubt = Metric.value(Metric.withAttributes(AI.effectToolCalls, { tool: "comment", outcome: "in-doubt" }))
+      const before = (yield* inDoubt).count
+      const { adapter } = yield* runChat(store, [postingThen(tracker, "late:7", Effect.succeed({ commentId: 1 }))], [
+        { toolCalls: [commentOn(7)] },
+        { text: "Sorry" }
+      ]).pipe(Effect.withTracer(tracer))
+      expect(toolResultsOf(adapter, 1)[0].error).toMatch(/^EffectTakenOver: .* may have been applied by this call \(fence 1\)/)
+      expect(spans.find((span) => span.name === "AI.tool comment")?.attributes.get("effect.outcome")).toBe("in-doubt")
+      expect((yield* inDoubt).count - before).toBe(1)
+      expect((yield* Ref.get(tracker.comments)).length).toBe(1)
     }).pipe(Effect.scoped))
 
   const crashedClaim = (store: AI.EffectStore["Service"], key: string) =>

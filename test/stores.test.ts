@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import * as AI from "@tanstack/ai-effect"
-import { Duration, Effect, Exit, Layer, Option } from "effect"
+import { Cause, Clock, Duration, Effect, Exit, Layer, Logger, Option } from "effect"
 import { TestClock } from "effect/testing"
 import {
   type Backend,
@@ -15,8 +15,10 @@ import {
   noteDef,
   postgresBackend,
   redisBackend,
+  redisClient,
   sqliteBackend
 } from "./support/backends.ts"
+import { layerRedis, RedisPersistenceError, type RedisStoreOptions } from "@tanstack/ai-effect/redis"
 import { missing, startPostgres, startRedis, type TestServer } from "./support/services.ts"
 
 const noPostgres = missing("postgres")
@@ -41,7 +43,13 @@ let counter = 0
 /** A fresh effect id for each test, so that tests sharing a database never meet. */
 const freshId = (): AI.EffectId => ({ tool: "note", key: `k-${process.pid}-${Date.now()}-${counter++}` })
 
-const conformance = (name: string, backend: () => Backend, skip: string | undefined) =>
+/**
+ * Whose clock decides a store's leases and retention: the caller's (`Clock`,
+ * which a test moves with TestClock) or the server's own.
+ */
+type DecidingClock = "caller" | "server"
+
+const conformance = (name: string, clock: DecidingClock, backend: () => Backend, skip: string | undefined) =>
   describe.skipIf(skip !== undefined)(`EffectStore conformance: ${name}`, () => {
     const withStore = <A, E>(f: (store: AI.EffectStore["Service"]) => Effect.Effect<A, E>, options?: AI.StoreOptions) =>
       Effect.flatMap(Effect.service(AI.EffectStore), f).pipe(Effect.provide(backend().layer(options)))
@@ -65,12 +73,20 @@ const conformance = (name: string, backend: () => Backend, skip: string | undefi
         })
       ))
 
+    // Time passes on the clock that decides: TestClock for a store on the
+    // caller's clock; for a store on the server's clock, real time, with a
+    // lease short enough to wait out.
+    const lease = clock === "caller" ? ttl : Duration.millis(200)
+    const pastTheLease = clock === "caller"
+      ? TestClock.adjust(Duration.sum(lease, Duration.millis(1)))
+      : Effect.promise(() => new Promise<void>((resolve) => setTimeout(resolve, Duration.toMillis(lease) + 50)))
+
     it.effect("an expired claim is taken over, with takenOver set and a greater fence", () =>
       withStore((store) =>
         Effect.gen(function*() {
           const id = freshId()
-          yield* store.claim(id, { owner: "crashed", ttl })
-          yield* TestClock.adjust(Duration.sum(ttl, Duration.millis(1)))
+          yield* store.claim(id, { owner: "crashed", ttl: lease })
+          yield* pastTheLease
           expect(yield* store.claim(id, { owner: "next", ttl })).toEqual(AI.Claim.Claimed({ fence: 2, takenOver: true }))
         })
       ))
@@ -79,8 +95,8 @@ const conformance = (name: string, backend: () => Backend, skip: string | undefi
       withStore((store) =>
         Effect.gen(function*() {
           const id = freshId()
-          yield* store.claim(id, { owner: "late", ttl })
-          yield* TestClock.adjust(Duration.sum(ttl, Duration.millis(1)))
+          yield* store.claim(id, { owner: "late", ttl: lease })
+          yield* pastTheLease
           yield* store.claim(id, { owner: "newer", ttl })
           yield* store.put(id, recorded("newer"), { fence: 2 })
           const late = yield* Effect.exit(store.put(id, recorded("late"), { fence: 1 }))
@@ -90,18 +106,63 @@ const conformance = (name: string, backend: () => Backend, skip: string | undefi
         })
       ))
 
+    const retention = clock === "caller"
+      ? { retention: "1 hour", before: TestClock.adjust("59 minutes"), after: TestClock.adjust("2 minutes") } as const
+      : {
+        retention: "1 second",
+        before: Effect.void,
+        after: Effect.promise(() => new Promise<void>((resolve) => setTimeout(resolve, 1_100)))
+      } as const
+
     it.effect("retention: a record is forgotten once its retention has passed, and the key can be claimed again", () =>
       withStore((store) =>
         Effect.gen(function*() {
           const id = freshId()
           yield* store.claim(id, { owner: "a", ttl })
           yield* store.put(id, recorded(1), { fence: 1 })
-          yield* TestClock.adjust("59 minutes")
+          yield* retention.before
           expect(Option.isSome(yield* store.get(id))).toBe(true)
-          yield* TestClock.adjust("2 minutes")
+          yield* retention.after
           expect(yield* store.get(id)).toEqual(Option.none())
           expect(yield* store.claim(id, { owner: "b", ttl })).toMatchObject({ _tag: "Claimed", takenOver: false })
-        }), { retention: "1 hour" }))
+        }), { retention: retention.retention }))
+
+    if (clock === "server") {
+      /** The live clock, shifted: the caller's view of time on a machine whose clock is off. */
+      const skewedBy = (offsetMillis: number) =>
+        Effect.map(Effect.service(Clock.Clock), (live): Clock.Clock => ({
+          ...live,
+          currentTimeMillisUnsafe: () => live.currentTimeMillisUnsafe() + offsetMillis,
+          currentTimeMillis: Effect.sync(() => live.currentTimeMillisUnsafe() + offsetMillis),
+          currentTimeNanosUnsafe: () => live.currentTimeNanosUnsafe() + BigInt(offsetMillis) * 1_000_000n,
+          currentTimeNanos: Effect.sync(() => live.currentTimeNanosUnsafe() + BigInt(offsetMillis) * 1_000_000n),
+          sleep: (duration) => live.sleep(duration)
+        }))
+
+      it.live("leases follow the server's clock: a caller whose clock runs an hour ahead does not take a live claim", () =>
+        withStore((store) =>
+          Effect.gen(function*() {
+            const id = freshId()
+            yield* store.claim(id, { owner: "live", ttl })
+            const ahead = yield* skewedBy(3_600_000)
+            const claim = yield* store.claim(id, { owner: "ahead", ttl }).pipe(Effect.provideService(Clock.Clock, ahead))
+            expect(claim).toMatchObject({ _tag: "Busy", owner: "live" })
+          })
+        ))
+
+      it.live("leases follow the server's clock: a caller whose clock runs an hour behind takes an expired claim over", () =>
+        withStore((store) =>
+          Effect.gen(function*() {
+            const id = freshId()
+            yield* store.claim(id, { owner: "crashed", ttl: lease })
+            yield* pastTheLease
+            const behind = yield* skewedBy(-3_600_000)
+            const claim = yield* store.claim(id, { owner: "behind", ttl }).pipe(Effect.provideService(Clock.Clock, behind))
+            expect(claim).toEqual(AI.Claim.Claimed({ fence: 2, takenOver: true }))
+            expect(yield* Effect.flip(store.renew(id, { fence: 1, ttl }))).toMatchObject({ _tag: "ClaimLost" })
+          })
+        ))
+    }
 
     it.live("many concurrent claims of one key: exactly one wins", () =>
       withStore((store) =>
@@ -157,8 +218,48 @@ const conformance = (name: string, backend: () => Backend, skip: string | undefi
       }))
   })
 
-conformance("memory", () => memoryBackend, undefined)
+conformance("memory", "caller", () => memoryBackend, undefined)
 const sqlite = sqliteBackend()
-conformance("sqlite", () => sqlite, undefined)
-conformance("postgres", () => postgresBackend(postgres!), noPostgres)
-conformance("redis", () => redisBackend(redis!), noRedis)
+conformance("sqlite", "caller", () => sqlite, undefined)
+conformance("postgres", "server", () => postgresBackend(postgres!), noPostgres)
+conformance("redis", "server", () => redisBackend(redis!), noRedis)
+
+describe.skipIf(noRedis !== undefined)("layerRedis checks that Redis persists", () => {
+  const buildOn = (persistence: "none" | "hidden", options?: RedisStoreOptions) =>
+    Effect.acquireUseRelease(
+      Effect.promise(() => startRedis({ persistence })),
+      (server) => {
+        const logs: Array<string> = []
+        const logger = Logger.make((entry) => logs.push(String(Logger.formatStructured.log(entry).message)))
+        return Layer.build(layerRedis(options).pipe(Layer.provide(redisClient(server.url)))).pipe(
+          Effect.scoped,
+          Effect.exit,
+          Effect.map((exit) => ({ exit, logs })),
+          Effect.provide(Logger.layer([logger]))
+        )
+      },
+      (server) => Effect.promise(() => server.dispose())
+    )
+
+  it.live("a Redis that persists nothing is refused with RedisPersistenceError, which says how to fix it", () =>
+    Effect.gen(function*() {
+      const { exit } = yield* buildOn("none")
+      expect(exit).toMatchObject({ _tag: "Failure" })
+      const error = Exit.isFailure(exit) ? Cause.squash(exit.cause) : undefined
+      expect(error).toBeInstanceOf(RedisPersistenceError)
+      expect((error as RedisPersistenceError).message).toMatch(/appendonly yes, appendfsync always/)
+    }))
+
+  it.live("persistence: \"unchecked\" builds on it all the same, by the user's choice", () =>
+    Effect.gen(function*() {
+      const { exit } = yield* buildOn("none", { persistence: "unchecked" })
+      expect(exit).toMatchObject({ _tag: "Success" })
+    }))
+
+  it.live("where CONFIG is refused (managed Redis), the layer starts and warns that it could not check", () =>
+    Effect.gen(function*() {
+      const { exit, logs } = yield* buildOn("hidden")
+      expect(exit).toMatchObject({ _tag: "Success" })
+      expect(logs.filter((message) => message.includes("could not read Redis's persistence settings"))).toHaveLength(1)
+    }))
+})

@@ -79,9 +79,18 @@ export const makeSqlStore = Effect.fnUntraced(function*(options?: SqlStoreOption
   )
   yield* createTable
 
+  // The clock that decides leases and retention. PostgreSQL's own, so that
+  // a caller whose clock is skewed can neither take a live claim nor keep an
+  // expired one; SQLite is a file on its callers' machine, whose clock it
+  // shares (and tests drive through Clock).
+  const currentTime = sql.onDialectOrElse({
+    pg: () => Effect.succeed(sql.literal("(floor(extract(epoch from clock_timestamp()) * 1000))::bigint")),
+    orElse: () => Effect.map(Clock.currentTimeMillis, (now) => sql`${now}`)
+  })
+
   const get = (id: EffectId) =>
     Effect.gen(function*() {
-      const now = yield* Clock.currentTimeMillis
+      const now = yield* currentTime
       const rows = yield* sql<{ readonly record: string }>`SELECT record FROM ${table}
         WHERE tool = ${id.tool} AND effect_key = ${id.key} AND record IS NOT NULL AND expires_at > ${now}`.pipe(
         Effect.mapError(unavailable("get", id))
@@ -92,14 +101,14 @@ export const makeSqlStore = Effect.fnUntraced(function*(options?: SqlStoreOption
 
   const claim = (id: EffectId, { owner, ttl }: { readonly owner: string; readonly ttl: Duration.Duration }) =>
     Effect.gen(function*() {
+      const ttlMillis = Duration.toMillis(ttl)
       for (;;) {
-        const now = yield* Clock.currentTimeMillis
-        const leaseExpiresAt = now + Duration.toMillis(ttl)
+        const now = yield* currentTime
         // One statement: a new key is inserted; an existing row is taken
         // only when its record expired, or its claim was released or lapsed.
         const claimed = yield* sql<{ readonly fence: unknown; readonly taken_over: unknown }>`
           INSERT INTO ${table} (tool, effect_key, fence, owner, lease_expires_at, taken_over, record, expires_at)
-          VALUES (${id.tool}, ${id.key}, 1, ${owner}, ${leaseExpiresAt}, 0, NULL, ${leaseExpiresAt + retention})
+          VALUES (${id.tool}, ${id.key}, 1, ${owner}, ${now} + ${ttlMillis}, 0, NULL, ${now} + ${ttlMillis + retention})
           ON CONFLICT (tool, effect_key) DO UPDATE SET
             fence = ${table}.fence + 1,
             owner = excluded.owner,
@@ -128,31 +137,32 @@ export const makeSqlStore = Effect.fnUntraced(function*(options?: SqlStoreOption
 
   const put = (id: EffectId, recorded: Recorded, { fence }: { readonly fence: number }) =>
     Effect.gen(function*() {
-      const now = yield* Clock.currentTimeMillis
+      const now = yield* currentTime
       const rows = yield* sql`UPDATE ${table}
-        SET record = ${JSON.stringify(recorded)}, owner = NULL, lease_expires_at = 0, expires_at = ${now + retention}
+        SET record = ${JSON.stringify(recorded)}, owner = NULL, lease_expires_at = 0, expires_at = ${now} + ${retention}
         WHERE ${whileHeld(id, fence)} RETURNING fence`.pipe(Effect.mapError(unavailable("put", id)))
       if (rows.length === 0) return yield* new ClaimLost({ ...id, fence })
     })
 
   const release = (id: EffectId, { fence }: { readonly fence: number }) =>
     Effect.gen(function*() {
-      const now = yield* Clock.currentTimeMillis
-      yield* sql`UPDATE ${table} SET owner = NULL, lease_expires_at = 0, expires_at = ${now + retention}
+      const now = yield* currentTime
+      yield* sql`UPDATE ${table} SET owner = NULL, lease_expires_at = 0, expires_at = ${now} + ${retention}
         WHERE ${whileHeld(id, fence)}`.pipe(Effect.mapError(unavailable("release", id)))
     })
 
   const renew = (id: EffectId, { fence, ttl }: { readonly fence: number; readonly ttl: Duration.Duration }) =>
     Effect.gen(function*() {
-      const leaseExpiresAt = (yield* Clock.currentTimeMillis) + Duration.toMillis(ttl)
-      const rows = yield* sql`UPDATE ${table} SET lease_expires_at = ${leaseExpiresAt}, expires_at = ${leaseExpiresAt + retention}
+      const now = yield* currentTime
+      const ttlMillis = Duration.toMillis(ttl)
+      const rows = yield* sql`UPDATE ${table} SET lease_expires_at = ${now} + ${ttlMillis}, expires_at = ${now} + ${ttlMillis + retention}
         WHERE ${whileHeld(id, fence)} RETURNING fence`.pipe(Effect.mapError(unavailable("renew", id)))
       if (rows.length === 0) return yield* new ClaimLost({ ...id, fence })
     })
 
   // Expired records and claims whose history outlived the retention; on
   // access they are already ignored, so the sweep only keeps the table small.
-  const sweep = Effect.flatMap(Clock.currentTimeMillis, (now) => sql`DELETE FROM ${table} WHERE expires_at <= ${now}`).pipe(
+  const sweep = Effect.flatMap(currentTime, (now) => sql`DELETE FROM ${table} WHERE expires_at <= ${now}`).pipe(
     Effect.catch((error) => Effect.logWarning("The effect store could not delete expired records", error))
   )
   yield* Effect.forkScoped(Effect.repeat(sweep, Schedule.spaced(options?.sweepEvery ?? Duration.minutes(1))))

@@ -16,6 +16,8 @@ export interface TestServer {
   readonly url: string
   readonly port: number
   readonly stop: () => Promise<void>
+  /** Stops it as a crash would: PostgreSQL's immediate shutdown (SIGQUIT), Redis killed (SIGKILL). */
+  readonly crash: () => Promise<void>
   readonly start: () => Promise<void>
   readonly dispose: () => Promise<void>
 }
@@ -99,6 +101,7 @@ export const startPostgres = async (): Promise<TestServer> => {
     port,
     start,
     stop: () => stopProcess(child, "SIGINT"),
+    crash: () => stopProcess(child, "SIGQUIT"),
     dispose: async () => {
       await stopProcess(child, "SIGINT")
       rmSync(dir, { recursive: true, force: true })
@@ -106,13 +109,24 @@ export const startPostgres = async (): Promise<TestServer> => {
   }
 }
 
-export const startRedis = async (): Promise<TestServer> => {
+/**
+ * A throwaway Redis. It persists as the store requires (an append-only file,
+ * fsynced on every write); `"none"` persists nothing, and `"hidden"` persists
+ * but refuses `CONFIG`, as managed services do.
+ */
+export const startRedis = async (options: { readonly persistence?: "aof" | "none" | "hidden" } = {}): Promise<TestServer> => {
+  const aof = ["--save", "", "--appendonly", "yes", "--appendfsync", "always"]
+  const persistence = options.persistence === "none"
+    ? ["--save", "", "--appendonly", "no"]
+    : options.persistence === "hidden"
+    ? [...aof, "--rename-command", "CONFIG", ""]
+    : aof
   const dir = mkdtempSync(join(tmpdir(), "ai-effect-redis-"))
   const port = await freePort()
   let child: ChildProcess | undefined
   const start = async () => {
     let output = ""
-    child = spawn(redisBin()!, ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir], {
+    child = spawn(redisBin()!, ["--port", String(port), "--bind", "127.0.0.1", ...persistence, "--dir", dir], {
       stdio: ["ignore", "pipe", "ignore"]
     })
     child.stdout!.on("data", (part: Buffer) => (output += part.toString()))
@@ -124,6 +138,7 @@ export const startRedis = async (): Promise<TestServer> => {
     port,
     start,
     stop: () => stopProcess(child, "SIGTERM"),
+    crash: () => stopProcess(child, "SIGKILL"),
     dispose: async () => {
       await stopProcess(child, "SIGTERM")
       rmSync(dir, { recursive: true, force: true })
