@@ -7,6 +7,9 @@ export default defineConfig({
   test: {
     include: ["test/package/**/*.test.ts"],
     globalSetup: ["test/package/setup.ts"],
+    // One file at a time: the fault suite's leases are short, and the type
+    // checks would otherwise compete with its workers for two cores.
+    fileParallelism: false,
     testTimeout: 120_000,
     hookTimeout: 300_000
   }

@@ -446,7 +446,9 @@ export const effectTool = <
   const failOnKeyReuse = options?.onKeyReuse === "fail"
   const reapplyInDoubt = options?.inDoubt === "reapply"
   const lease = Duration.fromInputUnsafe(options?.lease ?? Duration.seconds(30))
+  const leaseMillis = Duration.toMillis(lease)
   const renewEvery = Duration.divideUnsafe(lease, 3)
+  const renewEveryMillis = Duration.toMillis(renewEvery)
   const checkTimeout = Duration.fromInputUnsafe(options?.checkTimeout ?? Duration.seconds(10))
   const waitFor = Duration.toMillis(Duration.fromInputUnsafe(options?.waitFor ?? Duration.seconds(30)))
   const counted = {
@@ -496,8 +498,10 @@ export const effectTool = <
     const deadline = (yield* Clock.currentTimeMillis) + waitFor
     let backoff = 10
     for (;;) {
+      // Taken before the claim is sent: the lease runs at least from then.
+      const claimedAt = yield* Clock.currentTimeMillis
       const claim = yield* store.claim(id, { owner, ttl: lease })
-      if (claim._tag !== "Busy") return claim
+      if (claim._tag !== "Busy") return { claim, claimedAt }
       const now = yield* Clock.currentTimeMillis
       if (now >= deadline) return yield* new EffectInProgress({ ...id, owner: claim.owner })
       yield* Effect.sleep(Math.min(backoff, deadline - now, Math.max(1, claim.expiresAt - now)))
@@ -505,13 +509,31 @@ export const effectTool = <
     }
   })
 
-  /** Renews the lease every third of it; fails with `ClaimLost` once another owner holds the key. */
-  const keepLease = (store: EffectStore["Service"], id: EffectId, fence: number): Effect.Effect<never, ClaimLost> =>
-    Effect.sleep(renewEvery).pipe(
-      Effect.andThen(store.renew(id, { fence, ttl: lease })),
-      Effect.catchTag("EffectStoreError", (error) => Effect.logWarning("The lease could not be renewed; trying again", error)),
-      Effect.forever
-    )
+  /**
+   * Renews the lease every third of it, from `claimedAt` on. Fails with
+   * `ClaimLost` once another owner holds the key, and also once no renewal
+   * has landed for two thirds of the lease (the store is down, or slow to
+   * answer): the lease may then lapse before another renewal could, and
+   * another owner take the key, so this one stops acting on it while a third
+   * of the lease is left for what it already sent to land.
+   */
+  const keepLease = (store: EffectStore["Service"], id: EffectId, fence: number, claimedAt: number): Effect.Effect<never, ClaimLost> => {
+    let heldUntil = claimedAt + leaseMillis
+    const lost = new ClaimLost({ ...id, fence })
+    const renew = Effect.gen(function*() {
+      const sentAt = yield* Clock.currentTimeMillis
+      const stopAt = heldUntil - renewEveryMillis
+      if (sentAt >= stopAt) return yield* lost
+      const renewed = yield* store.renew(id, { fence, ttl: lease }).pipe(
+        Effect.timeoutOrElse({ duration: Duration.millis(stopAt - sentAt), orElse: () => Effect.fail(lost) }),
+        Effect.as(true),
+        Effect.catchTag("EffectStoreError", (error) =>
+          Effect.as(Effect.logWarning("The lease could not be renewed; trying again while it holds", error), false))
+      )
+      if (renewed) heldUntil = sentAt + leaseMillis
+    })
+    return Effect.sleep(renewEvery).pipe(Effect.andThen(renew), Effect.forever)
+  }
 
   /**
    * Records a result. A store failure is logged, never raised: the effect
@@ -553,13 +575,16 @@ export const effectTool = <
     store: EffectStore["Service"],
     id: EffectId,
     claim: { readonly fence: number; readonly takenOver: boolean },
+    claimedAt: number,
     input: Input,
     call: Omit<EffectCall, "fence">,
     fingerprint: string | undefined
   ): Effect.Effect<Answer, E | E2 | EffectToolError, R | R2> => {
     const { fence } = claim
     let mayHaveHappened = false
-    const held = <A, E1, R1>(effect: Effect.Effect<A, E1, R1>) => Effect.raceFirst(effect, keepLease(store, id, fence))
+    // One lease for both phases: the check and execute share its renewals.
+    const leaseHeld = keepLease(store, id, fence, claimedAt)
+    const held = <A, E1, R1>(effect: Effect.Effect<A, E1, R1>) => Effect.raceFirst(effect, leaseHeld)
     const checked = checkRemote(id.key, input).pipe(
       Effect.timeoutOrElse({
         duration: checkTimeout,
@@ -609,10 +634,10 @@ export const effectTool = <
     call: Omit<EffectCall, "fence">,
     fingerprint: string | undefined
   ) =>
-    Effect.flatMap(claimOrWait(store, id), (claim) =>
+    Effect.flatMap(claimOrWait(store, id), ({ claim, claimedAt }) =>
       claim._tag === "Recorded"
         ? replay(id, claim.recorded, fingerprint)
-        : applyClaimed(store, id, claim, input, call, fingerprint))
+        : applyClaimed(store, id, claim, claimedAt, input, call, fingerprint))
 
   return serverTool(definition, (input, toolCall) =>
     Effect.gen(function*() {

@@ -689,6 +689,24 @@ describe("effect tools on claims", () => {
       expect(yield* Deferred.isDone(interrupted)).toBe(true)
     }).pipe(Effect.scoped))
 
+  it.live("an owner whose renewals fail stops before its lease may lapse: execute is interrupted, and the call fails with EffectTakenOver", () =>
+    Effect.gen(function*() {
+      const memory = yield* memoryStore
+      const store = yield* AI.EffectStore.make({
+        ...memory,
+        renew: (id) => Effect.fail(new AI.EffectStoreError({ operation: "renew", ...id, reason: "unavailable", cause: "connection refused" }))
+      })
+      const interrupted = yield* Deferred.make<void>()
+      const slow = AI.effectTool(
+        commentDef,
+        () => Effect.never.pipe(Effect.onInterrupt(() => Deferred.succeed(interrupted, undefined))),
+        { effectKey: ({ issue }) => `unrenewed:${issue}`, lease: "150 millis" }
+      )
+      const { adapter } = yield* runChat(store, [slow], [{ toolCalls: [commentOn(7)] }, { text: "Sorry" }])
+      expect(toolResultsOf(adapter, 1)[0].error).toMatch(/^EffectTakenOver: The effect unrenewed:7 of tool comment may have been applied/)
+      expect(yield* Deferred.isDone(interrupted)).toBe(true)
+    }).pipe(Effect.scoped))
+
   /** A tool without alreadyApplied whose execute posts the comment, then ends as `after` says. */
   const postingThen = <E>(
     tracker: Tracker,
