@@ -264,13 +264,19 @@ interface ScenarioContext {
 }
 
 /**
- * The lease of every scenario. Long enough that a worker sharing two cores
- * with three others and a database is not starved past it (an owner starved
- * past its lease with its effect on its way is the late owner of the paused
- * scenarios, which only a remote that checks fences can refuse); short
- * enough that the pauses and skews below outlast it.
+ * The lease of the scenarios where several workers contend for every key.
+ * An owner whose renewals do not land stops at two thirds of its lease, so
+ * the last third is what an effect it already sent has to land before
+ * another owner may take the key over and check. Four workers, a database
+ * and the remote share two cores here: a third of 3 s covers how late the
+ * remote may read an effect under that load. (An effect that lands later
+ * still is the late owner of the paused scenarios, which only a remote that
+ * checks fences can refuse.)
  */
-const lease = 1_000
+const lease = 3_000
+
+/** The lease where one owner is paused on purpose and one other waits it out: nothing else runs. */
+const pauseLease = 1_000
 
 /**
  * Runs workers on every key at once, and waits for all of them to end. They
@@ -336,20 +342,17 @@ const scenarios: ReadonlyArray<Scenario> = [
     }
   },
   {
-    name: "alreadyApplied slower than the lease (2.25 s check, 1 s lease), no fault",
+    name: "alreadyApplied slower than the lease (4.5 s check, 2 s lease), no fault",
     backends: ["sqlite", "postgres", "redis"],
-    // The effect takes 1.5 s to land: a check that starts after it was sent can end before it lands.
-    tool: { leaseMillis: lease, reconcile: true, checkMillis: 2_250, fenced: false, effectMillis: 1_500 },
+    // The effect takes 3 s to land: a check that starts after it was sent can end before it lands.
+    tool: { leaseMillis: 2_000, reconcile: true, checkMillis: 4_500, fenced: false, effectMillis: 3_000 },
     run: (context) => together(context)
   },
   {
     name: "one worker's clock 5 s ahead and one 5 s behind (libfaketime), 3 s lease",
     backends: ["postgres", "redis"],
     hit: { what: "the workers' clocks were 5 s off", seen: (report) => report.clockSkewSeen >= 4_500 },
-    // Four workers start on one database at once: a lease of a few seconds
-    // keeps a slow renewal from passing for a stolen claim; the skews
-    // outlast it either way.
-    tool: { leaseMillis: 3_000, reconcile: true, checkMillis: 0, fenced: false, effectMillis: 300 },
+    tool: { leaseMillis: lease, reconcile: true, checkMillis: 0, fenced: false, effectMillis: 300 },
     run: async (context) => {
       for (let round = 0; round < context.size.rounds; round++) await together(context, ["+5s", "-5s"])
     }
@@ -361,7 +364,7 @@ const scenarios: ReadonlyArray<Scenario> = [
       what: "late owners were refused by the remote or failed with EffectTakenOver",
       seen: (report) => report.refused + (report.typedErrors.EffectTakenOver ?? 0) > 0
     },
-    tool: { leaseMillis: lease, reconcile: true, checkMillis: 0, fenced: true, effectMillis: 0 },
+    tool: { leaseMillis: pauseLease, reconcile: true, checkMillis: 0, fenced: true, effectMillis: 0 },
     run: (context) => pausedOwner(context)
   },
   {
@@ -369,7 +372,7 @@ const scenarios: ReadonlyArray<Scenario> = [
     backends: ["postgres"],
     limit: "fencing stops a late record, not a late effect: only a remote that checks the fence (or an idempotency key) refuses it",
     hit: { what: "the late effects landed, as documented", seen: (report) => report.duplicates > 0 },
-    tool: { leaseMillis: lease, reconcile: true, checkMillis: 0, fenced: false, effectMillis: 0 },
+    tool: { leaseMillis: pauseLease, reconcile: true, checkMillis: 0, fenced: false, effectMillis: 0 },
     run: (context) => pausedOwner(context)
   },
   {
