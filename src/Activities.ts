@@ -49,89 +49,9 @@ import { scopedAbortController } from "./internal/abort.ts"
 import { fromAsyncIterableBatched } from "./internal/batched.ts"
 import { unwrapScoped } from "./internal/scoped.ts"
 import { addReportedUsage, type Usage, usageAttributes } from "./internal/telemetry.ts"
+import { type AiError, toAiError } from "./AiError.ts"
+import type { ChatMessage } from "./Chat.ts"
 import { toolSchema, type ToolSchemaOptions } from "./ToolSchema.ts"
-
-/**
- * Why an activity failed:
- *
- * - `rate-limited`: the provider answered 429; retry with backoff;
- * - `invalid-request`: the provider refused the request (400, 404, 422);
- * - `authentication`: the credentials were refused (401, 403);
- * - `provider`: the provider failed (5xx) or could not be reached;
- * - `decode`: the answer could not be read, or does not fit the schema;
- * - `aborted`: the request was aborted (the fiber was interrupted, or a
- *   signal of the caller's fired).
- *
- * @since 0.1.0
- * @category models
- */
-export type AiErrorReason = "rate-limited" | "invalid-request" | "authentication" | "provider" | "decode" | "aborted"
-
-/**
- * An activity failed. `reason` classifies the failure; `status` is the
- * provider's HTTP status when it answered one, and `message` its message.
- *
- * @example
- * ```ts
- * import * as AI from "@tanstack/ai-effect"
- * import { Effect, Schedule } from "effect"
- *
- * declare const summary: Effect.Effect<{ summary: string }, AI.AiError>
- *
- * // Retry a rate-limited request with exponential backoff, at most 5 times.
- * export const patient = summary.pipe(
- *   Effect.retry({
- *     while: (error) => error.reason === "rate-limited",
- *     schedule: Schedule.exponential("200 millis"),
- *     times: 5
- *   })
- * )
- * ```
- *
- * @since 0.1.0
- * @category errors
- */
-export class AiError extends Schema.TaggedError<AiError>()("AiError", {
-  activity: Schema.String,
-  reason: Schema.Literals(["rate-limited", "invalid-request", "authentication", "provider", "decode", "aborted"]),
-  status: Schema.optionalKey(Schema.Number),
-  message: Schema.String,
-  cause: Schema.Defect()
-}) {}
-
-const statusOf = (error: unknown): number | undefined => {
-  if (Predicate.hasProperty(error, "status") && Predicate.isNumber(error.status)) return error.status
-  if (Predicate.hasProperty(error, "cause")) return statusOf(error.cause)
-  return undefined
-}
-
-const isAbort = (error: unknown, signal: AbortSignal): boolean =>
-  signal.aborted ||
-  (Predicate.hasProperty(error, "name") && (error.name === "AbortError" || error.name === "APIUserAbortError"))
-
-/** The typed error of a failed activity, classified by the provider's status, or by what failed. */
-const toAiError = (activity: string, error: unknown, signal: AbortSignal): AiError => {
-  const status = statusOf(error)
-  const message = error instanceof Error ? error.message : String(error)
-  const reason: AiErrorReason = isAbort(error, signal)
-    ? "aborted"
-    : status === 429
-    ? "rate-limited"
-    : status === 401 || status === 403
-    ? "authentication"
-    : status !== undefined && status >= 400 && status < 500
-    ? "invalid-request"
-    : status !== undefined
-    ? "provider"
-    : error instanceof SyntaxError || isValidationFailure(error) || /json|decode|parse/i.test(message)
-    ? "decode"
-    : "provider"
-  return new AiError({ activity, reason, message, cause: error, ...(status === undefined ? {} : { status }) })
-}
-
-/** Core's error when a structured answer does not fit its schema. */
-const isValidationFailure = (error: unknown): boolean =>
-  Predicate.hasProperty(error, "code") && Predicate.isString(error.code) && error.code.includes("validation")
 
 interface ModelOf {
   readonly model: string
@@ -158,6 +78,10 @@ const annotateUsage = (result: unknown) => {
 }
 
 /** Runs one activity call: aborted on interruption, typed on failure, traced. */
+// Every core activity call below passes `debug: false` before the caller's
+// options: core would print each failure to the console (`❌
+// [tanstack-ai:errors]`) while the Effect returns it as a typed AiError. A
+// caller who wants core's logs passes `debug` and gets them.
 const runActivity = <A>(
   activity: string,
   operation: string,
@@ -214,7 +138,7 @@ export const summarize = <TAdapter extends SummarizeAdapter<string, object>>(
   options: Options<SummarizeActivityOptions<TAdapter, false>>
 ) =>
   runActivity("summarize", "summarize", options.adapter, (abortSignal) =>
-    coreSummarize<TAdapter, false>({ ...options, stream: false, abortSignal } as SummarizeActivityOptions<TAdapter, false>))
+    coreSummarize<TAdapter, false>({ debug: false, ...options, stream: false, abortSignal } as SummarizeActivityOptions<TAdapter, false>))
 
 /**
  * Summarizes a text as a Stream of AG-UI chunks.
@@ -235,7 +159,7 @@ export const summarizeStream = <TAdapter extends SummarizeAdapter<string, object
   options: Options<SummarizeActivityOptions<TAdapter, true>>
 ): Stream.Stream<StreamChunk, AiError> =>
   streamActivity("summarize", "summarize", options.adapter, (abortSignal) =>
-    coreSummarize<TAdapter, true>({ ...options, stream: true, abortSignal } as SummarizeActivityOptions<TAdapter, true>))
+    coreSummarize<TAdapter, true>({ debug: false, ...options, stream: true, abortSignal } as SummarizeActivityOptions<TAdapter, true>))
 
 /**
  * Embeds texts. Core's embedding activity takes no abort signal: an
@@ -254,7 +178,7 @@ export const summarizeStream = <TAdapter extends SummarizeAdapter<string, object
  */
 export const embed = <TAdapter extends EmbeddingAdapter<string, any, any, any>>(
   options: Parameters<typeof coreEmbed<TAdapter>>[0]
-) => runActivity("embed", "embeddings", options.adapter, () => coreEmbed<TAdapter>(options))
+) => runActivity("embed", "embeddings", options.adapter, () => coreEmbed<TAdapter>({ debug: false, ...options }))
 
 /**
  * Reranks documents against a query.
@@ -275,7 +199,7 @@ export const rerank = <TAdapter extends RerankAdapter<string, any>>(
   options: Options<RerankActivityOptions<TAdapter>>
 ) =>
   runActivity("rerank", "rerank", options.adapter, (abortSignal) =>
-    coreRerank<TAdapter>({ ...options, abortSignal } as RerankActivityOptions<TAdapter>))
+    coreRerank<TAdapter>({ debug: false, ...options, abortSignal } as RerankActivityOptions<TAdapter>))
 
 /**
  * Generates images.
@@ -295,7 +219,7 @@ export const generateImage = <TAdapter extends ImageAdapter<string, any, any, an
   options: Options<ImageActivityOptions<TAdapter, false>>
 ) =>
   runActivity("generateImage", "generate_content", options.adapter, (abortSignal) =>
-    coreGenerateImage<TAdapter, false>({ ...options, stream: false, abortSignal } as ImageActivityOptions<TAdapter, false>))
+    coreGenerateImage<TAdapter, false>({ debug: false, ...options, stream: false, abortSignal } as ImageActivityOptions<TAdapter, false>))
 
 /**
  * Generates images as a Stream of AG-UI chunks.
@@ -307,7 +231,7 @@ export const generateImageStream = <TAdapter extends ImageAdapter<string, any, a
   options: Options<ImageActivityOptions<TAdapter, true>>
 ): Stream.Stream<StreamChunk, AiError> =>
   streamActivity("generateImage", "generate_content", options.adapter, (abortSignal) =>
-    coreGenerateImage<TAdapter, true>({ ...options, stream: true, abortSignal } as ImageActivityOptions<TAdapter, true>))
+    coreGenerateImage<TAdapter, true>({ debug: false, ...options, stream: true, abortSignal } as ImageActivityOptions<TAdapter, true>))
 
 /**
  * Generates speech from text.
@@ -319,7 +243,7 @@ export const generateSpeech = <TAdapter extends TTSAdapter<string, any>>(
   options: Options<TTSActivityOptions<TAdapter, false>>
 ) =>
   runActivity("generateSpeech", "generate_content", options.adapter, (abortSignal) =>
-    coreGenerateSpeech<TAdapter, false>({ ...options, stream: false, abortSignal } as TTSActivityOptions<TAdapter, false>))
+    coreGenerateSpeech<TAdapter, false>({ debug: false, ...options, stream: false, abortSignal } as TTSActivityOptions<TAdapter, false>))
 
 /**
  * Generates speech as a Stream of AG-UI chunks.
@@ -331,7 +255,7 @@ export const generateSpeechStream = <TAdapter extends TTSAdapter<string, any>>(
   options: Options<TTSActivityOptions<TAdapter, true>>
 ): Stream.Stream<StreamChunk, AiError> =>
   streamActivity("generateSpeech", "generate_content", options.adapter, (abortSignal) =>
-    coreGenerateSpeech<TAdapter, true>({ ...options, stream: true, abortSignal } as TTSActivityOptions<TAdapter, true>))
+    coreGenerateSpeech<TAdapter, true>({ debug: false, ...options, stream: true, abortSignal } as TTSActivityOptions<TAdapter, true>))
 
 /**
  * Transcribes audio.
@@ -344,7 +268,7 @@ export const generateTranscription = <TAdapter extends TranscriptionAdapter<stri
 ) =>
   runActivity("generateTranscription", "generate_content", options.adapter, (abortSignal) =>
     coreGenerateTranscription<TAdapter, false>(
-      { ...options, stream: false, abortSignal } as TranscriptionActivityOptions<TAdapter, false>
+      { debug: false, ...options, stream: false, abortSignal } as TranscriptionActivityOptions<TAdapter, false>
     ))
 
 /**
@@ -358,7 +282,7 @@ export const generateTranscriptionStream = <TAdapter extends TranscriptionAdapte
 ): Stream.Stream<StreamChunk, AiError> =>
   streamActivity("generateTranscription", "generate_content", options.adapter, (abortSignal) =>
     coreGenerateTranscription<TAdapter, true>(
-      { ...options, stream: true, abortSignal } as TranscriptionActivityOptions<TAdapter, true>
+      { debug: false, ...options, stream: true, abortSignal } as TranscriptionActivityOptions<TAdapter, true>
     ))
 
 /**
@@ -371,7 +295,7 @@ export const generateAudio = <TAdapter extends AudioAdapter<string, any>>(
   options: Options<AudioActivityOptions<TAdapter, false>>
 ) =>
   runActivity("generateAudio", "generate_content", options.adapter, (abortSignal) =>
-    coreGenerateAudio<TAdapter, false>({ ...options, stream: false, abortSignal } as AudioActivityOptions<TAdapter, false>))
+    coreGenerateAudio<TAdapter, false>({ debug: false, ...options, stream: false, abortSignal } as AudioActivityOptions<TAdapter, false>))
 
 /**
  * Generates audio as a Stream of AG-UI chunks.
@@ -383,7 +307,7 @@ export const generateAudioStream = <TAdapter extends AudioAdapter<string, any>>(
   options: Options<AudioActivityOptions<TAdapter, true>>
 ): Stream.Stream<StreamChunk, AiError> =>
   streamActivity("generateAudio", "generate_content", options.adapter, (abortSignal) =>
-    coreGenerateAudio<TAdapter, true>({ ...options, stream: true, abortSignal } as AudioActivityOptions<TAdapter, true>))
+    coreGenerateAudio<TAdapter, true>({ debug: false, ...options, stream: true, abortSignal } as AudioActivityOptions<TAdapter, true>))
 
 /**
  * Starts a video job; poll it with {@link getVideoJobStatus}.
@@ -395,7 +319,7 @@ export const generateVideo = <TAdapter extends VideoAdapter<string, any, any, an
   options: Options<VideoCreateOptions<TAdapter, false>>
 ) =>
   runActivity("generateVideo", "generate_content", options.adapter, (abortSignal) =>
-    coreGenerateVideo<TAdapter, false>({ ...options, stream: false, abortSignal } as VideoCreateOptions<TAdapter, false>))
+    coreGenerateVideo<TAdapter, false>({ debug: false, ...options, stream: false, abortSignal } as VideoCreateOptions<TAdapter, false>))
 
 /**
  * Generates a video as a Stream of AG-UI chunks, polling the job until it ends.
@@ -407,7 +331,7 @@ export const generateVideoStream = <TAdapter extends VideoAdapter<string, any, a
   options: Options<VideoCreateOptions<TAdapter, true>>
 ): Stream.Stream<StreamChunk, AiError> =>
   streamActivity("generateVideo", "generate_content", options.adapter, (abortSignal) =>
-    coreGenerateVideo<TAdapter, true>({ ...options, stream: true, abortSignal } as VideoCreateOptions<TAdapter, true>))
+    coreGenerateVideo<TAdapter, true>({ debug: false, ...options, stream: true, abortSignal } as VideoCreateOptions<TAdapter, true>))
 
 /**
  * What {@link getVideoJobStatus} reports of a job: its status, progress, URL
@@ -435,8 +359,10 @@ export const getVideoJobStatus = <TAdapter extends VideoAdapter<string, any, any
  * @category models
  */
 export interface GenerateObjectOptions<TAdapter extends AnyTextAdapter, S extends Schema.Codec<any, any, never, any>>
-  extends Omit<TextActivityOptions<TAdapter, undefined, false>, "outputSchema" | "stream" | "abortController" | "tools">
+  extends Omit<TextActivityOptions<TAdapter, undefined, false>, "outputSchema" | "stream" | "abortController" | "tools" | "messages">
 {
+  /** The conversation; a readonly array is accepted, since it is only read. */
+  readonly messages?: ReadonlyArray<ChatMessage<TAdapter>>
   /** The Effect Schema of the object: sent as a strict JSON Schema, and decoded with. */
   readonly schema: S
   /** `{ strict: false }` for a schema outside OpenAI's strict subset; see `AI.toolSchema`. */
@@ -477,8 +403,14 @@ export const generateObject = <TAdapter extends AnyTextAdapter, S extends Schema
     const abortController = new AbortController()
     signal.addEventListener("abort", () => abortController.abort(signal.reason), { once: true })
     // Core's options are generic over the schema it infers; this call passes a checked tool schema.
-    return coreChat({ ...chatOptions, outputSchema, stream: false, abortController } as unknown as Parameters<typeof coreChat>[0]) as Promise<
-      S["Type"]
-    >
+    return coreChat({
+      debug: false,
+      ...chatOptions,
+      // A copy: core's option is a mutable array, and the caller's may be readonly.
+      ...(chatOptions.messages === undefined ? {} : { messages: [...chatOptions.messages] }),
+      outputSchema,
+      stream: false,
+      abortController
+    } as unknown as Parameters<typeof coreChat>[0]) as Promise<S["Type"]>
   })
 }

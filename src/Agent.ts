@@ -70,7 +70,7 @@ export const defineAgent = <
  * @category models
  */
 export interface RunAgentOptions<TAdapter extends AnyTextAdapter> {
-  readonly messages: ChatOptions<TAdapter, []>["messages"]
+  readonly messages: NonNullable<ChatOptions<TAdapter, []>["messages"]>
   /** Generated when left out. */
   readonly runId?: string | undefined
   /** Generated when left out. */

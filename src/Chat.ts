@@ -24,7 +24,7 @@ import type * as Arr from "effect/Array"
 import { scopedAbortController } from "./internal/abort.ts"
 import { guardArguments } from "./internal/arguments.ts"
 import { fromAsyncIterableBatched } from "./internal/batched.ts"
-import { makeRun, RunCreatedAt } from "./internal/run.ts"
+import { makeRun } from "./internal/run.ts"
 import { unwrapScoped } from "./internal/scoped.ts"
 import { addUsage, type Usage, usageAttributes } from "./internal/telemetry.ts"
 import { RunContext } from "./RunContext.ts"
@@ -42,16 +42,28 @@ export type CoreTool<TAdapter extends AnyTextAdapter = AnyTextAdapter> = NonNull
 >[number]
 
 /**
+ * A message core `chat()` accepts: a model message or a UI message.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type ChatMessage<TAdapter extends AnyTextAdapter = AnyTextAdapter> = NonNullable<
+  TextActivityOptions<TAdapter, undefined, true>["messages"]
+>[number]
+
+/**
  * The options of {@link chat}: those of core `chat()` for a streaming run,
- * with `tools` that may also hold Effect tools. The stream owns the abort
+ * with `tools` that may also hold Effect tools, and `messages` that may be a
+ * readonly array (the run only reads them). The stream owns the abort
  * controller, so there is none to pass.
  *
  * @since 0.1.0
  * @category models
  */
 export type ChatOptions<TAdapter extends AnyTextAdapter, Tools extends ReadonlyArray<unknown>> =
-  & Omit<TextActivityOptions<TAdapter, undefined, true>, "tools" | "stream" | "outputSchema" | "abortController">
+  & Omit<TextActivityOptions<TAdapter, undefined, true>, "tools" | "stream" | "outputSchema" | "abortController" | "messages">
   & {
+    readonly messages?: ReadonlyArray<ChatMessage<TAdapter>>
     readonly tools?: Tools
     /** The agent's name, provided to tools through `RunContext`. */
     readonly agent?: string | undefined
@@ -123,7 +135,6 @@ export const chat = <
 >(
   options: ChatOptions<TAdapter, Tools>
 ): Stream.Stream<StreamChunk, ChatError, ChatRequirements<Tools>> => {
-  const createdAt = performance.now()
   const isAgent = options.agent !== undefined
   return unwrapScoped(
     Effect.gen(function*() {
@@ -142,14 +153,15 @@ export const chat = <
       // request is aborted first, then the tool fibers are interrupted and
       // awaited.
       const coreTools = yield* wrapToolsForRun(tools ?? []).pipe(
-        Effect.provideService(RunContext, run),
-        Effect.provideService(RunCreatedAt, createdAt)
+        Effect.provideService(RunContext, run)
       )
       const abortController = yield* scopedAbortController
       const iterable = yield* Effect.try({
         try: () =>
           coreChat({
             ...coreOptions,
+            // A copy: core's option is a mutable array, and the caller's may be readonly.
+            ...(coreOptions.messages === undefined ? {} : { messages: [...coreOptions.messages] }),
             adapter: guardArguments(coreOptions.adapter),
             runId: run.runId,
             threadId: run.threadId,
@@ -188,7 +200,7 @@ export const chat = <
  * @category models
  */
 export interface ChatRequestParams {
-  readonly messages: ChatOptions<AnyTextAdapter, []>["messages"]
+  readonly messages: NonNullable<ChatOptions<AnyTextAdapter, []>["messages"]>
   readonly threadId: string
   readonly runId: string
   readonly parentRunId?: string | undefined

@@ -20,8 +20,9 @@
  *
  * @since 0.1.0
  */
-import { Cause, Context, Data, Deferred, Duration, Effect, Exit, Layer, type Option, Schema } from "effect"
-import { idKey, makeMemoryBackend, markMadeAt, retentionOf, timeoutOf } from "./internal/store.ts"
+import { Cause, Clock, Context, Data, Deferred, Duration, Effect, Exit, Layer, Option, Schema } from "effect"
+import { keyForDisplay } from "./internal/keys.ts"
+import { idKey, markInMemory, retentionOf, timeoutOf } from "./internal/store.ts"
 
 /**
  * A recorded application: the tool's result as the model read it (JSON), how
@@ -130,7 +131,7 @@ export class ClaimLost extends Schema.TaggedError<ClaimLost>()("ClaimLost", {
   fence: Schema.Number
 }) {
   override get message(): string {
-    return `The claim on ${this.key} (tool ${this.tool}, fence ${this.fence}) was lost to a newer owner`
+    return `The claim on ${keyForDisplay(this.key)} (tool ${this.tool}, fence ${this.fence}) was lost to a newer owner`
   }
 }
 
@@ -172,7 +173,7 @@ export class EffectStoreError extends Schema.TaggedError<EffectStoreError>()("Ef
   cause: Schema.Defect()
 }) {
   override get message(): string {
-    const where = `${this.key} (tool ${this.tool})`
+    const where = `${keyForDisplay(this.key)} (tool ${this.tool})`
     if (this.reason === "timeout") return `EffectStore ${this.operation} timed out for ${where}: ${describe(this.cause)}`
     return `EffectStore ${this.operation} failed for ${where}: ${describe(this.cause)}`
   }
@@ -310,7 +311,7 @@ export class EffectStore extends Context.Service<EffectStore, EffectStore.Servic
       throw new RangeError(`EffectStore.layerMemory: capacity must be a positive integer, got ${capacity}`)
     }
     // Its operations answer synchronously: no deadline to race them against.
-    return Layer.succeed(EffectStore, markMadeAt(makeService(makeMemoryBackend(capacity, retentionOf(options)), undefined, false)))
+    return Layer.succeed(EffectStore, markInMemory(makeService(makeMemoryBackend(capacity, retentionOf(options)), undefined, false)))
   }
 }
 
@@ -392,5 +393,85 @@ const makeService = (
     release: (id, release) => deadline("release", id, backend.release(id, release)),
     renew: (id, renew) => deadline("renew", id, backend.renew(id, renew)),
     share
+  }
+}
+
+interface MemoryEntry {
+  fence: number
+  /** The holder of the claim; `undefined` once recorded or released. */
+  owner: string | undefined
+  leaseExpiresAt: number
+  recorded: Recorded | undefined
+  /** When the entry may be forgotten: a record's retention, or a claim's history. */
+  expiresAt: number
+}
+
+const makeMemoryBackend = (capacity: number, retention: number): EffectStoreBackend => {
+  // A Map iterates in insertion order, so its first key is the oldest entry.
+  const entries = new Map<string, MemoryEntry>()
+  // One long-lived iterator walks from the oldest entry on: a fresh iterator
+  // per eviction would step over every deleted slot at the front again.
+  let oldest = entries.keys()
+  const touch = (slot: string, entry: MemoryEntry) => {
+    entries.delete(slot)
+    entries.set(slot, entry)
+    while (entries.size > capacity) {
+      let next = oldest.next()
+      if (next.done === true) {
+        oldest = entries.keys()
+        next = oldest.next()
+      }
+      if (next.done !== true) entries.delete(next.value)
+    }
+  }
+  const live = (slot: string, now: number): MemoryEntry | undefined => {
+    const entry = entries.get(slot)
+    if (entry === undefined) return undefined
+    if (entry.expiresAt > now) return entry
+    entries.delete(slot)
+    return undefined
+  }
+  const held = (id: EffectId, fence: number, now: number): MemoryEntry | undefined => {
+    const entry = live(idKey(id), now)
+    return entry !== undefined && entry.fence === fence && entry.owner !== undefined && entry.recorded === undefined
+      ? entry
+      : undefined
+  }
+  return {
+    get: (id) =>
+      Effect.map(Clock.currentTimeMillis, (now) => Option.fromUndefinedOr(live(idKey(id), now)?.recorded)),
+    claim: (id, { owner, ttl }) =>
+      Effect.map(Clock.currentTimeMillis, (now): Claim => {
+        const slot = idKey(id)
+        const entry = live(slot, now)
+        if (entry?.recorded !== undefined) return Claim.Recorded({ recorded: entry.recorded })
+        if (entry?.owner !== undefined && entry.leaseExpiresAt > now) {
+          return Claim.Busy({ owner: entry.owner, expiresAt: entry.leaseExpiresAt })
+        }
+        const leaseExpiresAt = now + Duration.toMillis(ttl)
+        const fence = (entry?.fence ?? 0) + 1
+        touch(slot, { fence, owner, leaseExpiresAt, recorded: undefined, expiresAt: leaseExpiresAt + retention })
+        return Claim.Claimed({ fence, takenOver: entry?.owner !== undefined })
+      }),
+    put: (id, recorded, { fence }) =>
+      Effect.flatMap(Clock.currentTimeMillis, (now) => {
+        const entry = held(id, fence, now)
+        if (entry === undefined) return Effect.fail(new ClaimLost({ ...id, fence }))
+        touch(idKey(id), { ...entry, owner: undefined, recorded, expiresAt: now + retention })
+        return Effect.void
+      }),
+    release: (id, { fence }) =>
+      Effect.map(Clock.currentTimeMillis, (now) => {
+        const entry = held(id, fence, now)
+        if (entry !== undefined) Object.assign(entry, { owner: undefined, leaseExpiresAt: now, expiresAt: now + retention })
+      }),
+    renew: (id, { fence, ttl }) =>
+      Effect.flatMap(Clock.currentTimeMillis, (now) => {
+        const entry = held(id, fence, now)
+        if (entry === undefined) return Effect.fail(new ClaimLost({ ...id, fence }))
+        entry.leaseExpiresAt = now + Duration.toMillis(ttl)
+        entry.expiresAt = entry.leaseExpiresAt + retention
+        return Effect.void
+      })
   }
 }

@@ -28,9 +28,8 @@ import { Cause, Clock, Context, Duration, Effect, Exit, Metric, Option, Result, 
 import { canonicalJson, EffectKeyError, type KeyStrategy, sha256Hex } from "./EffectKey.ts"
 import { ClaimLost, EffectStore, EffectStoreError, type EffectId, type Recorded } from "./EffectStore.ts"
 import { notJson } from "./internal/json.ts"
-import { perRunKey } from "./internal/keys.ts"
-import { RunCreatedAt } from "./internal/run.ts"
-import { shouldWarnMadeInRun } from "./internal/store.ts"
+import { causeForLogs, keyForDisplay, perRunKey } from "./internal/keys.ts"
+import { isInMemory } from "./internal/store.ts"
 import { RunContext } from "./RunContext.ts"
 import {
   type EffectTool,
@@ -171,7 +170,7 @@ export class EffectKeyReused extends Schema.TaggedError<EffectKeyReused>()("Effe
   key: Schema.String
 }) {
   override get message(): string {
-    return `The effect key ${this.key} of tool ${this.tool} is recorded for another input`
+    return `The effect key ${keyForDisplay(this.key)} of tool ${this.tool} is recorded for another input`
   }
 }
 
@@ -196,7 +195,7 @@ export class EffectInProgress extends Schema.TaggedError<EffectInProgress>()("Ef
   owner: Schema.String
 }) {
   override get message(): string {
-    return `The effect ${this.key} of tool ${this.tool} is being applied by ${this.owner}; try again later`
+    return `The effect ${keyForDisplay(this.key)} of tool ${this.tool} is being applied by ${this.owner}; try again later`
   }
 }
 
@@ -222,7 +221,7 @@ export class EffectInDoubt extends Schema.TaggedError<EffectInDoubt>()("EffectIn
   key: Schema.String
 }) {
   override get message(): string {
-    return `The effect ${this.key} of tool ${this.tool} may have been applied by an owner that stopped before ` +
+    return `The effect ${keyForDisplay(this.key)} of tool ${this.tool} may have been applied by an owner that stopped before ` +
       `recording it; without alreadyApplied it is not applied again`
   }
 }
@@ -252,7 +251,7 @@ export class EffectTakenOver extends Schema.TaggedError<EffectTakenOver>()("Effe
   fence: Schema.Number
 }) {
   override get message(): string {
-    return `The effect ${this.key} of tool ${this.tool} may have been applied by this call (fence ${this.fence}), ` +
+    return `The effect ${keyForDisplay(this.key)} of tool ${this.tool} may have been applied by this call (fence ${this.fence}), ` +
       `but another owner took its claim over before it was recorded; that owner reconciles it`
   }
 }
@@ -277,7 +276,7 @@ export class EffectCheckTimeout extends Schema.TaggedError<EffectCheckTimeout>()
   timeoutMillis: Schema.Number
 }) {
   override get message(): string {
-    return `alreadyApplied did not answer within ${this.timeoutMillis} ms for the effect ${this.key} of tool ${this.tool}; ` +
+    return `alreadyApplied did not answer within ${this.timeoutMillis} ms for the effect ${keyForDisplay(this.key)} of tool ${this.tool}; ` +
       `nothing was applied`
   }
 }
@@ -413,7 +412,8 @@ export const effectToolCalls = Metric.counter("ai_effect_tool_calls", {
  * @category constructors
  */
 export const effectTool = <
-  const Definition extends EffectTool.AnyDefinition,
+  // `any` keeps the name literal of an inline definition (see serverTool).
+  const Definition extends EffectTool.AnyDefinition<any>,
   E = never,
   R = never,
   E2 = never,
@@ -451,6 +451,9 @@ export const effectTool = <
   const renewEveryMillis = Duration.toMillis(renewEvery)
   const checkTimeout = Duration.fromInputUnsafe(options?.checkTimeout ?? Duration.seconds(10))
   const waitFor = Duration.toMillis(Duration.fromInputUnsafe(options?.waitFor ?? Duration.seconds(30)))
+  // The memory stores this tool ran against; a second one is the per-request pitfall.
+  const memoryStoresSeen = new WeakSet<EffectStore["Service"]>()
+  let memoryStores = 0
   const counted = {
     recorded: Metric.withAttributes(effectToolCalls, { tool, outcome: "recorded" }),
     reconciled: Metric.withAttributes(effectToolCalls, { tool, outcome: "reconciled" }),
@@ -528,7 +531,7 @@ export const effectTool = <
         Effect.timeoutOrElse({ duration: Duration.millis(stopAt - sentAt), orElse: () => Effect.fail(lost) }),
         Effect.as(true),
         Effect.catchTag("EffectStoreError", (error) =>
-          Effect.as(Effect.logWarning("The lease could not be renewed; trying again while it holds", error), false))
+          Effect.as(Effect.logWarning(`The lease could not be renewed (${error.message}); trying again while it holds`), false))
       )
       if (renewed) heldUntil = sentAt + leaseMillis
     })
@@ -643,13 +646,16 @@ export const effectTool = <
     Effect.gen(function*() {
       const run = yield* RunContext
       const store = yield* EffectStore
-      const createdAt = yield* RunCreatedAt
-      if (createdAt !== undefined && shouldWarnMadeInRun(store, createdAt)) {
-        yield* Effect.logWarning(
-          "This effect tool runs against an EffectStore.layerMemory made inside the request: every request gets an " +
-            "empty store, so nothing is de-duplicated across requests. Define the store's Layer once, at module level " +
-            "or in a ManagedRuntime."
-        )
+      if (isInMemory(store) && !memoryStoresSeen.has(store)) {
+        memoryStoresSeen.add(store)
+        if (++memoryStores === 2) {
+          yield* Effect.logWarning(
+            `The effect tool ${tool} has now run against a second EffectStore.layerMemory store in this process. ` +
+              "Each memory store de-duplicates only its own calls: if every request builds its own (layerMemory() " +
+              "called per request), nothing is de-duplicated across requests. Define the store's Layer once, at module " +
+              "level or in a ManagedRuntime. (A test suite that gives each test a fresh store sees this once.)"
+          )
+        }
       }
       // Hashed once: the record's fingerprint is also the digest of the default key.
       const json = canonicalJson(input)
@@ -670,7 +676,7 @@ export const effectTool = <
       const recorded = yield* store.get(id)
       const { value, shared } = Option.isSome(recorded)
         ? { value: yield* replay(id, recorded.value, fingerprint), shared: false }
-        : yield* store.share(id, claimAndApply(store, id, input, call, fingerprint)).pipe(Effect.annotateLogs({ effectKey: key }))
+        : yield* store.share(id, claimAndApply(store, id, input, call, fingerprint)).pipe(Effect.annotateLogs({ effectKey: keyForDisplay(key) }))
       const outcome = shared ? "recorded" : value.outcome
       yield* Effect.annotateCurrentSpan({ "effect.outcome": outcome })
       yield* Metric.update(counted[outcome], 1)
@@ -706,5 +712,7 @@ const processName = globalThis.process === undefined ? "runtime" : `pid-${global
 const abandon = (store: EffectStore["Service"], id: EffectId, fence: number): Effect.Effect<void> =>
   Effect.ignore(store.renew(id, { fence, ttl: Duration.zero }))
 
-const warnUnrecorded = (cause: unknown) =>
-  Effect.logWarning("The effect was applied but its record could not be written; alreadyApplied guards a retry", cause)
+const warnUnrecorded = (cause: Cause.Cause<unknown>) =>
+  Effect.logWarning(
+    `The effect was applied but its record could not be written (${causeForLogs(cause)}); alreadyApplied guards a retry`
+  )

@@ -214,7 +214,9 @@ export class ToolCallError extends Schema.TaggedError<ToolCallError>()("ToolCall
  * @since 0.1.0
  * @category constructors
  */
-export const serverTool = <const Definition extends EffectTool.AnyDefinition, E = never, R = never>(
+// The constraint's name is `any`, not `string`: a definition written inline
+// would otherwise be inferred from the constraint and lose its name literal.
+export const serverTool = <const Definition extends EffectTool.AnyDefinition<any>, E = never, R = never>(
   definition: Definition,
   handler: ToolHandler<EffectTool.InputOf<Definition>, EffectTool.OutputOf<Definition>, E, R>,
   options?: ServerToolOptions<E>

@@ -2,8 +2,9 @@ import { toolDefinition } from "@tanstack/ai"
 import type { StreamChunk } from "@tanstack/ai"
 import { describe, expect, it } from "@effect/vitest"
 import * as AI from "@tanstack/ai-effect"
-import { type ScriptedTextAdapter, scriptedText } from "@tanstack/ai-effect/testing"
-import { Context, Data, Deferred, Effect, Fiber, Layer, Logger, Ref, Schema, Stream } from "effect"
+import { fakeOpenAI, type ScriptedTextAdapter, scriptedText } from "@tanstack/ai-effect/testing"
+import { createOpenaiChat } from "@tanstack/ai-openai"
+import { Context, Data, Deferred, Effect, Fiber, Layer, Logger, Ref, Schedule, Schema, Stream } from "effect"
 
 class OrderNotFound extends Data.TaggedError("OrderNotFound")<{ readonly id: string }> {}
 
@@ -418,4 +419,46 @@ describe("AI.chat when the run stops", () => {
       expect(events).toEqual(["acquired", "interrupted", "released"])
       expect(adapter.turns).toHaveLength(1)
     }))
+})
+
+describe("AI.failOnProviderError", () => {
+  const chatOn = (server: { readonly baseURL: string }) =>
+    AI.chat({
+      adapter: createOpenaiChat("gpt-5.2", "test-key", { baseURL: server.baseURL, maxRetries: 0 }),
+      messages: [{ role: "user", content: "Hi" }]
+    })
+
+  it.live("by default a provider's 429 is a RUN_ERROR chunk in a stream that succeeds, for the client to show", () =>
+    Effect.gen(function*() {
+      const server = yield* fakeOpenAI([{ failure: { status: 429 } }])
+      const chunks = yield* Stream.runCollect(chatOn(server))
+      expect(chunks.map((chunk) => chunk.type)).toContain("RUN_ERROR")
+    }).pipe(Effect.scoped))
+
+  it.live("a provider's 429 fails the stream with AiError rate-limited and its status, before any chunk went out", () =>
+    Effect.gen(function*() {
+      const server = yield* fakeOpenAI([{ failure: { status: 429 } }])
+      const sent: Array<StreamChunk> = []
+      const error = yield* chatOn(server).pipe(
+        AI.failOnProviderError,
+        Stream.runForEach((chunk) => Effect.sync(() => sent.push(chunk))),
+        Effect.flip
+      )
+      expect(error).toMatchObject({ _tag: "AiError", activity: "chat", reason: "rate-limited", status: 429 })
+      expect(sent).toEqual([])
+    }).pipe(Effect.scoped))
+
+  it.live("Stream.retry with a Schedule retries a rate-limited run, and the client gets one clean run", () =>
+    Effect.gen(function*() {
+      const server = yield* fakeOpenAI([{ failure: { status: 429 } }, { text: "Hello again." }])
+      const chunks = yield* chatOn(server).pipe(
+        AI.failOnProviderError,
+        Stream.retry(Schedule.max([Schedule.spaced("10 millis"), Schedule.recurs(2)])),
+        Stream.runCollect
+      )
+      expect(server.requests).toHaveLength(2)
+      expect(chunks.filter((chunk) => chunk.type === "RUN_STARTED")).toHaveLength(1)
+      expect(chunks.some((chunk) => chunk.type === "RUN_ERROR")).toBe(false)
+      expect(chunks.flatMap((chunk) => chunk.type === "TEXT_MESSAGE_CONTENT" ? [chunk.delta] : []).join("")).toBe("Hello again.")
+    }).pipe(Effect.scoped))
 })

@@ -388,6 +388,29 @@ describe("effect tools: what happens on every call", () => {
       expect(yield* recordOf(store, key)).toMatchObject(Option.some({ outcome: "reconciled" }))
     }).pipe(Effect.scoped))
 
+  it.effect("the warning for an unrecorded effect shows a 100 KB key bounded and the cause's message, without a stack trace", () =>
+    Effect.gen(function*() {
+      const memory = yield* memoryStore
+      const store = yield* AI.EffectStore.make({
+        ...memory,
+        put: (id) => Effect.fail(new AI.EffectStoreError({ operation: "put", ...id, reason: "unavailable", cause: new Error("disk full") }))
+      })
+      const longKey = "k".repeat(100_000)
+      const tool = AI.effectTool(commentDef, () => Effect.succeed({ commentId: 1 }), { effectKey: () => longKey })
+      const logs: Array<{ level: string; message: unknown; annotations: Record<string, unknown> }> = []
+      const captured = Logger.make((options) => {
+        const entry = Logger.formatStructured.log(options)
+        logs.push({ level: entry.level, message: entry.message, annotations: entry.annotations })
+      })
+      yield* runChat(store, [tool], [{ toolCalls: [commentOn(7)] }, { text: "Done" }]).pipe(Effect.provide(Logger.layer([captured])))
+      const warning = logs.find((log) => log.level === "WARN")!
+      expect(String(warning.annotations.effectKey)).toBe(`${"k".repeat(100)}… (100000 characters)`)
+      expect(String(warning.message)).toContain("EffectStore put failed for")
+      expect(String(warning.message)).toContain("disk full")
+      expect(String(warning.message).length).toBeLessThan(500)
+      expect(JSON.stringify(warning)).not.toMatch(/\n\s+at /)
+    }).pipe(Effect.scoped))
+
   it.effect("8. when the store cannot be read, the call fails closed: a tool error, and execute does not run", () =>
     Effect.gen(function*() {
       const tracker = yield* makeTracker

@@ -5,6 +5,7 @@
  * provider errors as typed AiError reasons; decode failures naming the path.
  */
 import { describe, expect, it } from "@effect/vitest"
+import { vi } from "vitest"
 import * as AI from "@tanstack/ai-effect"
 import {
   fakeOpenAI,
@@ -19,7 +20,7 @@ import {
   scriptedVideo
 } from "@tanstack/ai-effect/testing"
 import { createOpenaiChat, createOpenaiEmbedding, createOpenaiImage, createOpenaiSummarize } from "@tanstack/ai-openai"
-import { Deferred, Effect, Fiber, Schema, Stream } from "effect"
+import { Deferred, Effect, Fiber, type Scope, Schema, Stream } from "effect"
 import { inMemoryTracer } from "./support/tracing.ts"
 
 const usage = { promptTokens: 7, completionTokens: 3, totalTokens: 10 }
@@ -179,4 +180,42 @@ describe("activities through the real OpenAI adapter, against the fake server", 
 
   it.live("a malformed body is AiError decode", () =>
     Effect.map(failing({ malformed: true }), (error) => expect(error).toMatchObject({ reason: "decode" })))
+
+  it.live("a failing activity prints nothing to the console: its failure is the typed AiError, not also core's error log", () =>
+    Effect.gen(function*() {
+      const printed: Array<unknown> = []
+      const spies = (["error", "warn", "log", "info"] as const).map((level) =>
+        vi.spyOn(console, level).mockImplementation((...args) => void printed.push(args))
+      )
+      const error = yield* failing({ failure: { status: 500 } }).pipe(Effect.ensuring(Effect.sync(() => spies.forEach((spy) => spy.mockRestore()))))
+      expect(error).toMatchObject({ _tag: "AiError", reason: "provider" })
+      expect(printed).toEqual([])
+    }))
+
+  // Every activity classifies the provider's answer the same way, whichever endpoint it calls.
+  const statuses = [[401, "authentication"], [403, "authentication"], [429, "rate-limited"], [404, "invalid-request"], [500, "provider"]] as const
+  const activities: ReadonlyArray<readonly [string, (status: number) => Effect.Effect<unknown, AI.AiError, Scope.Scope>]> = [
+    ["summarize", (status) =>
+      Effect.flatMap(fakeOpenAI([{ failure: { status } }]), (server) =>
+        AI.summarize({ adapter: createOpenaiSummarize("gpt-5.2", "test-key", { baseURL: server.baseURL, maxRetries: 0 }), text: "A text." }))],
+    ["embed", (status) =>
+      Effect.flatMap(fakeOpenAI([], { embeddings: { failure: { status } } }), (server) =>
+        AI.embed({ adapter: createOpenaiEmbedding("text-embedding-3-small", "test-key", { baseURL: server.baseURL, maxRetries: 0 }), input: ["a"] }))],
+    ["generateImage", (status) =>
+      Effect.flatMap(fakeOpenAI([], { images: { failure: { status } } }), (server) =>
+        AI.generateImage({ adapter: createOpenaiImage("gpt-image-1", "test-key", { baseURL: server.baseURL, maxRetries: 0 }), prompt: "a harbour" }))],
+    ["generateObject", (status) =>
+      Effect.flatMap(fakeOpenAI([{ failure: { status } }]), (server) =>
+        AI.generateObject({
+          adapter: createOpenaiChat("gpt-5.2", "test-key", { baseURL: server.baseURL, maxRetries: 0 }),
+          messages: [{ role: "user", content: "?" }],
+          schema: Ticket
+        }))]
+  ]
+  for (const [activity, run] of activities) {
+    for (const [status, reason] of statuses) {
+      it.live(`${activity}: HTTP ${status} is AiError ${reason}, with the status`, () =>
+        Effect.map(Effect.flip(Effect.scoped(run(status))), (error) => expect(error).toMatchObject({ _tag: "AiError", reason, status })))
+    }
+  }
 })

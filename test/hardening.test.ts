@@ -82,17 +82,30 @@ describe("hardening: the record write", () => {
 })
 
 describe("hardening: a store made per request", () => {
-  it.effect("a memory store made inside the request logs a warning, once, when an effect tool runs on it", () =>
+  it.effect("a memory store made per request logs a warning, once, that names the tool and the second store it met", () =>
     Effect.gen(function*() {
       const { logs, layer } = captureLogs()
       const tool = AI.effectTool(commentDef, ({ issue }) => Effect.succeed({ commentId: issue }))
-      // The pitfall: the store's Layer is made in the handler, after AI.chat.
+      // The pitfall: every request makes its own store.
       const handler = (issue: number) =>
         AI.chat({ adapter: scriptedText([{ toolCalls: [{ name: "comment", args: { issue } }] }, { text: "Done" }]), messages: user, tools: [tool] })
           .pipe(Stream.provide(AI.EffectStore.layerMemory()), Stream.runDrain)
-      yield* handler(1).pipe(Effect.provide(layer))
-      const warnings = logs.filter((log) => log.level === "WARN" && log.message.includes("made inside the request"))
+      for (const issue of [1, 2, 3]) yield* handler(issue).pipe(Effect.provide(layer))
+      const warnings = logs.filter((log) => log.level === "WARN")
       expect(warnings).toHaveLength(1)
+      expect(warnings[0]!.message).toContain("The effect tool comment has now run against a second EffectStore.layerMemory store")
+    }))
+
+  it.effect("a script that provides one memory store inline, after AI.chat, logs no warning: there is no request", () =>
+    Effect.gen(function*() {
+      const { logs, layer } = captureLogs()
+      const tool = AI.effectTool(commentDef, ({ issue }) => Effect.succeed({ commentId: issue }))
+      yield* AI.chat({
+        adapter: scriptedText([{ toolCalls: [{ name: "comment", args: { issue: 1 } }, { name: "comment", args: { issue: 2 } }] }, { text: "Done" }]),
+        messages: user,
+        tools: [tool]
+      }).pipe(Stream.provide(AI.EffectStore.layerMemory()), Stream.runDrain, Effect.provide(layer))
+      expect(logs.filter((log) => log.level === "WARN")).toEqual([])
     }))
 
   it.effect("a store Layer defined once is one store: providing it per request still de-duplicates across requests", () =>

@@ -3,7 +3,7 @@
  * `@ts-expect-error` that no longer meets an error fails the type check.
  */
 import { chatParamsFromRequest, toolDefinition, toServerSentEventsResponse } from "@tanstack/ai"
-import type { InferSchemaType, StreamChunk } from "@tanstack/ai"
+import type { InferSchemaType, ModelMessage, StreamChunk } from "@tanstack/ai"
 import * as AI from "@tanstack/ai-effect"
 import { scriptedText } from "@tanstack/ai-effect/testing"
 import { openaiText } from "@tanstack/ai-openai"
@@ -75,5 +75,43 @@ describe("requirements of AI.chat", () => {
       return toServerSentEventsResponse(Stream.toAsyncIterable(stream))
     }
     expectTypeOf(POST).toBeFunction()
+  })
+})
+
+describe("inputs the run only reads", () => {
+  it("accepts a readonly array of messages in AI.chat, AI.runAgent, AI.generateObject and AI.fromChatParams", () => {
+    const history: ReadonlyArray<ModelMessage> = [{ role: "user", content: "Hi" }]
+    const adapter = scriptedText([{ text: "Hello" }])
+    expectTypeOf(AI.chat({ adapter, messages: history })).toEqualTypeOf<Stream.Stream<StreamChunk, AI.ChatError, never>>()
+    const agent = AI.defineAgent({ name: "greeter", adapter, instructions: "Greet.", tools: [] })
+    expectTypeOf(AI.runAgent(agent, { messages: history })).toEqualTypeOf<Stream.Stream<StreamChunk, AI.ChatError, never>>()
+    const Greeting = Schema.Struct({ text: Schema.String })
+    expectTypeOf(AI.generateObject({ adapter, messages: history, schema: Greeting })).toEqualTypeOf<
+      Effect.Effect<{ readonly text: string }, AI.AiError>
+    >()
+    expectTypeOf(AI.fromChatParams({ messages: history, threadId: "t", runId: "r" }).messages).toEqualTypeOf<
+      AI.ChatRequestParams["messages"]
+    >()
+  })
+})
+
+describe("tool names", () => {
+  it("keep their literal when the definition is written inline, in serverTool and effectTool", () => {
+    const inline = AI.serverTool(
+      toolDefinition({ name: "notify", description: "Notifies", inputSchema: AI.toolSchema(Schema.Struct({ to: Schema.String })) }),
+      ({ to }) => Effect.succeed({ sent: to })
+    )
+    expectTypeOf(inline.name).toEqualTypeOf<"notify">()
+    const inlineEffect = AI.effectTool(
+      toolDefinition({ name: "charge", description: "Charges", inputSchema: AI.toolSchema(Schema.Struct({ cents: Schema.Int })) }),
+      ({ cents }) => Effect.succeed({ charged: cents })
+    )
+    expectTypeOf(inlineEffect.name).toEqualTypeOf<"charge">()
+  })
+
+  it("keep their literal when the definition is a separate const", () => {
+    const definition = toolDefinition({ name: "notify", description: "Notifies", inputSchema: AI.toolSchema(Schema.Struct({ to: Schema.String })) })
+    expectTypeOf(AI.serverTool(definition, ({ to }) => Effect.succeed({ sent: to })).name).toEqualTypeOf<"notify">()
+    expectTypeOf(AI.effectTool(definition, ({ to }) => Effect.succeed({ sent: to })).name).toEqualTypeOf<"notify">()
   })
 })

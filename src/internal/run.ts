@@ -1,7 +1,7 @@
 /**
  * Fills in the ids of a run that the caller left out.
  */
-import { Context, Effect } from "effect"
+import { Effect } from "effect"
 import { RunContext } from "../RunContext.ts"
 
 export const makeRun = Effect.fnUntraced(function*(options: {
@@ -16,13 +16,4 @@ export const makeRun = Effect.fnUntraced(function*(options: {
     agent: options.agent ?? "chat",
     trigger: options.trigger ?? "chat"
   })
-})
-
-/**
- * When the current chat run was created (`performance.now()`, taken when
- * `AI.chat` was called): a memory store made after it was made inside the
- * request, and de-duplicates nothing across requests.
- */
-export const RunCreatedAt = Context.Reference<number | undefined>("@tanstack/ai-effect/internal/RunCreatedAt", {
-  defaultValue: () => undefined
 })

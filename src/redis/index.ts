@@ -221,11 +221,10 @@ const configValue = (redis: Redis["Service"], name: string) =>
 const checkPersistence = (redis: Redis["Service"]): Effect.Effect<void, RedisPersistenceError> =>
   Effect.all([configValue(redis, "appendonly"), configValue(redis, "save"), configValue(redis, "appendfsync")]).pipe(
     Effect.matchEffect({
-      onFailure: (cause) =>
+      onFailure: (error) =>
         Effect.logWarning(
-          "layerRedis could not read Redis's persistence settings (CONFIG GET was refused); make sure it persists " +
-            "(appendonly yes, appendfsync always), or a restart forgets the records",
-          cause
+          `layerRedis could not read Redis's persistence settings (${error.message}); make sure it persists ` +
+            "(appendonly yes, appendfsync always), or a restart forgets the records"
         ),
       onSuccess: ([appendonly, save, appendfsync]) => {
         if (appendonly !== "yes" && save.trim() === "") return Effect.fail(new RedisPersistenceError({ appendonly, save }))

@@ -163,7 +163,7 @@ export const makeSqlStore = Effect.fnUntraced(function*(options?: SqlStoreOption
   // Expired records and claims whose history outlived the retention; on
   // access they are already ignored, so the sweep only keeps the table small.
   const sweep = Effect.flatMap(currentTime, (now) => sql`DELETE FROM ${table} WHERE expires_at <= ${now}`).pipe(
-    Effect.catch((error) => Effect.logWarning("The effect store could not delete expired records", error))
+    Effect.catch((error) => Effect.logWarning(`The effect store could not delete expired records (${error.message})`))
   )
   yield* Effect.forkScoped(Effect.repeat(sweep, Schedule.spaced(options?.sweepEvery ?? Duration.minutes(1))))
 

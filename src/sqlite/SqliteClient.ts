@@ -10,7 +10,6 @@
  * @internal
  */
 import type { StatementSync } from "node:sqlite"
-import { DatabaseSync } from "node:sqlite"
 import { Effect, Layer, Schedule, Semaphore, Stream } from "effect"
 import * as Reactivity from "effect/reactivity/Reactivity"
 import { SqlClient } from "effect/sql/SqlClient"
@@ -33,6 +32,12 @@ const isLocked = (error: SqlError) => error.reason._tag === "LockTimeoutError"
 
 const makeConnection = (filename: string) =>
   Effect.gen(function*() {
+    // Loaded when the layer is built, not when the module is imported: Node 22
+    // warns that node:sqlite is experimental as soon as it loads.
+    const { DatabaseSync } = yield* Effect.tryPromise({
+      try: () => import("node:sqlite"),
+      catch: (cause) => new SqlError({ reason: classify(cause, "open") })
+    })
     const db = yield* Effect.acquireRelease(
       Effect.try({
         try: () => new DatabaseSync(filename, { timeout: busyTimeoutMillis }),
