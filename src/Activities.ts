@@ -51,7 +51,7 @@ import { unwrapScoped } from "./internal/scoped.ts"
 import { addReportedUsage, type Usage, usageAttributes } from "./internal/telemetry.ts"
 import { type AiError, toAiError } from "./AiError.ts"
 import type { ChatMessage } from "./Chat.ts"
-import { toolSchema, type ToolSchemaOptions } from "./ToolSchema.ts"
+import { assertObjectRoot, toolSchema, type ToolSchemaOptions } from "./ToolSchema.ts"
 
 interface ModelOf {
   readonly model: string
@@ -374,7 +374,8 @@ export interface GenerateObjectOptions<TAdapter extends AnyTextAdapter, S extend
  * provider as the strict JSON Schema `AI.toolSchema` makes (closed objects,
  * inlined definitions), and the answer is decoded with it: an answer that
  * does not fit fails with `AiError` (reason `decode`) whose message names
- * the path.
+ * the path. A strict schema whose root is not an object throws a
+ * `ToolSchemaError` at once, since OpenAI's strict output refuses it.
  *
  * @example
  * ```ts
@@ -399,6 +400,8 @@ export const generateObject = <TAdapter extends AnyTextAdapter, S extends Schema
 ): Effect.Effect<S["Type"], AiError> => {
   const { schema, schemaOptions, ...chatOptions } = options
   const outputSchema = toolSchema(schema, schemaOptions)
+  // Strict structured output takes an object at the root; without strict mode the provider decides.
+  if (outputSchema.strict) assertObjectRoot(outputSchema, "The schema of a strict structured output")
   return runActivity("generateObject", "chat", options.adapter, (signal) => {
     const abortController = new AbortController()
     signal.addEventListener("abort", () => abortController.abort(signal.reason), { once: true })

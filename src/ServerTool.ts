@@ -14,7 +14,7 @@ import type { Scope } from "effect"
 import { Cause, Effect, FiberSet, Option, Predicate, Redacted, Schema, Stream } from "effect"
 import { notJson } from "./internal/json.ts"
 import { RunContext } from "./RunContext.ts"
-import { isToolSchema } from "./ToolSchema.ts"
+import { assertObjectRoot, isToolSchema } from "./ToolSchema.ts"
 
 const TypeId = "~@tanstack/ai-effect/EffectTool"
 
@@ -190,6 +190,9 @@ export class ToolCallError extends Schema.TaggedError<ToolCallError>()("ToolCall
  * result. A result must be JSON: without an Effect output schema, a result
  * that JSON cannot carry (a BigInt, a cycle, a Map) is a tool error.
  *
+ * Throws a `ToolSchemaError` when the input schema, made with
+ * `AI.toolSchema`, is not an object: providers take parameters as one.
+ *
  * @example
  * ```ts
  * import { toolDefinition } from "@tanstack/ai"
@@ -220,14 +223,17 @@ export const serverTool = <const Definition extends EffectTool.AnyDefinition<any
   definition: Definition,
   handler: ToolHandler<EffectTool.InputOf<Definition>, EffectTool.OutputOf<Definition>, E, R>,
   options?: ServerToolOptions<E>
-): EffectTool<Definition["name"], EffectTool.InputOf<Definition>, EffectTool.OutputOf<Definition>, E, R, Definition> => ({
-  [TypeId]: variance,
-  name: definition.name,
-  definition,
-  handler,
-  // Only this tool's causes reach it; the field is typed loosely to keep E covariant.
-  toModelError: options?.toModelError as ((cause: Cause.Cause<unknown>) => string) | undefined
-})
+): EffectTool<Definition["name"], EffectTool.InputOf<Definition>, EffectTool.OutputOf<Definition>, E, R, Definition> => {
+  if (isToolSchema(definition.inputSchema)) assertObjectRoot(definition.inputSchema, `The parameters of the tool ${definition.name}`)
+  return {
+    [TypeId]: variance,
+    name: definition.name,
+    definition,
+    handler,
+    // Only this tool's causes reach it; the field is typed loosely to keep E covariant.
+    toModelError: options?.toModelError as ((cause: Cause.Cause<unknown>) => string) | undefined
+  }
+}
 
 const variance = { _E: (_: never) => _, _R: (_: never) => _ }
 

@@ -11,14 +11,16 @@
  * The JSON Schema is made for OpenAI strict mode: every object is closed,
  * named definitions are inlined, `oneOf` becomes `anyOf`, and Effect's
  * non-finite number strings (`"NaN"`, `"Infinity"`) are not offered to the
- * model. A schema that strict mode cannot express (a record, a tuple, an
+ * model. The checks strict mode understands go on the wire as the schema
+ * states them: string length and pattern, numeric bounds, array length.
+ * A schema that strict mode cannot express (a record, a tuple, an
  * unconstrained value, a recursive definition) is rejected when the tool is
  * defined, with a `ToolSchemaError` that names the path, unless the caller
- * opts out with `{ strict: false }`.
+ * opts out with `{ strict: false }`. Decoding enforces every check either way.
  *
  * @since 0.1.0
  */
-import { Cause, Exit, JsonSchema, Option, Predicate, Schema } from "effect"
+import { Array as Arr, Cause, Exit, JsonSchema, Option, Predicate, Schema, SchemaAST, SchemaRepresentation } from "effect"
 import type { StandardJSONSchemaV1, StandardSchemaV1 } from "effect/StandardSchema"
 import { maxArgumentDepth, nestsDeeperThan } from "./internal/arguments.ts"
 
@@ -88,13 +90,22 @@ export interface ToolSchema<S extends Schema.Constraint> {
  */
 export class ToolSchemaError extends Schema.TaggedError<ToolSchemaError>()("ToolSchemaError", {
   path: Schema.String,
-  reason: Schema.String
+  reason: Schema.String,
+  /** What to change so that the schema can be used. */
+  remedy: Schema.String
 }) {
   override get message(): string {
-    return `Tool schema at ${this.path} cannot be used in strict mode: ${this.reason}. ` +
-      `Change the schema, or pass { strict: false } to AI.toolSchema to send it without strict mode.`
+    return `Tool schema at ${this.path} cannot be used: ${this.reason}. ${this.remedy}`
   }
 }
+
+/** The error of a node outside OpenAI's strict subset, which `{ strict: false }` can still send. */
+const notStrict = (path: string, reason: string) =>
+  new ToolSchemaError({
+    path,
+    reason: `${reason} in strict mode`,
+    remedy: "Change the schema, or pass { strict: false } to AI.toolSchema to send it without strict mode."
+  })
 
 /**
  * Options of {@link toolSchema}.
@@ -181,6 +192,26 @@ export const toolSchema = <S extends Schema.Codec<any, any, never, any>>(
  */
 export const isToolSchema = (u: unknown): u is ToolSchema<Schema.Codec<unknown, unknown>> => Predicate.hasProperty(u, TypeId)
 
+/**
+ * Throws a `ToolSchemaError` unless the schema describes a JSON object: every
+ * provider takes a tool's parameters as one, and OpenAI's strict structured
+ * output wants one at its root.
+ *
+ * @internal
+ */
+export const assertObjectRoot = (schema: ToolSchema<Schema.Constraint>, use: string): void => {
+  const root = schema.jsonSchema
+  if (root.type === "object") return
+  const described = Predicate.isString(root.type)
+    ? `a ${root.type}`
+    : Array.isArray(root.anyOf) ? "a union" : "a value that is not an object"
+  throw new ToolSchemaError({
+    path: "$",
+    reason: `${use} must be a JSON object, and this schema describes ${described}`,
+    remedy: "Wrap the value in a struct, such as Schema.Struct({ value: ... })."
+  })
+}
+
 const issuesOf = (cause: Cause.Cause<Schema.SchemaError>): ReadonlyArray<StandardSchemaV1.Issue> =>
   Option.match(Cause.findErrorOption(cause), {
     onNone: () => [{ message: Cause.pretty(cause) }],
@@ -199,11 +230,133 @@ const nonFiniteStrings = ["Infinity", "-Infinity", "NaN"]
 
 const toModelJsonSchema = (schema: Schema.Constraint, strict: boolean): JsonSchema.JsonSchema => {
   const document = JsonSchema.toDocumentDraft07(
-    Schema.toJsonSchemaDocument(schema, { onExcessProperty: "error" })
+    Schema.toJsonSchemaDocument(Schema.make(forModel(schema.ast)), { onExcessProperty: "error" })
   )
   const out = rewrite(document.schema, "$", document.definitions, new Set())
   if (strict) assertStrict(out, "$")
   return out
+}
+
+// ---------------------------------------------------------------------------
+// What the model is told
+// ---------------------------------------------------------------------------
+
+/**
+ * The schema as the model should read it. Effect's JSON Schema is made to
+ * accept every value the schema accepts, so it leaves out or loosens the
+ * checks it cannot state exactly; a model is better told the schema's own
+ * numbers, since decoding enforces every check anyway.
+ *
+ * - A `Schema.Number` is offered as a finite number, so its bounds go out
+ *   (Effect would send a union with `"NaN"` and `"Infinity"`, without them).
+ * - A string length goes out as written: JSON Schema counts code points where
+ *   JavaScript counts UTF-16 units, so Effect halves a minimum; a string of n
+ *   code points is at least n units long, so n itself is safe to ask for.
+ * - A pattern goes out when JSON Schema reads it as JavaScript does: without
+ *   the `i`, `m`, `s` or `v` flags, and valid in Unicode mode.
+ *
+ * Memoized per node, so that a recursive schema maps to a recursive schema.
+ */
+const forModel = (ast: SchemaAST.AST): SchemaAST.AST => {
+  const done = new Map<SchemaAST.AST, SchemaAST.AST>()
+  const links = (encoding: SchemaAST.Encoding | undefined): SchemaAST.Encoding | undefined =>
+    encoding && Arr.map(encoding, (link) => new SchemaAST.Link(recur(link.to), link.transformation))
+  const recur = (node: SchemaAST.AST): SchemaAST.AST => {
+    const known = done.get(node)
+    if (known !== undefined) return known
+    const checks = modelChecks(node.checks)
+    const encoding = links(node.encoding)
+    let out: SchemaAST.AST
+    switch (node._tag) {
+      case "Number":
+        out = node.encoding === undefined && !isFiniteNumber(node)
+          ? new SchemaAST.Number(node.annotations, [Schema.isFinite(), ...(checks ?? [])], undefined, node.context)
+          : new SchemaAST.Number(node.annotations, checks, encoding, node.context)
+        break
+      case "String":
+        out = new SchemaAST.String(node.annotations, checks, encoding, node.context)
+        break
+      case "Objects":
+        out = new SchemaAST.Objects(
+          node.propertySignatures.map((property) => new SchemaAST.PropertySignature(property.name, recur(property.type))),
+          node.indexSignatures.map((index) => new SchemaAST.IndexSignature(index.parameter, recur(index.type))),
+          node.annotations, checks, encoding, node.context, node.encodingChecks
+        )
+        break
+      case "Arrays":
+        out = new SchemaAST.Arrays(
+          node.isMutable, node.elements.map(recur), node.rest.map(recur),
+          node.annotations, checks, encoding, node.context, node.encodingChecks
+        )
+        break
+      case "Union":
+        out = new SchemaAST.Union(node.types.map(recur), node.options, node.annotations, checks, encoding, node.context, node.encodingChecks)
+        break
+      case "Suspend": {
+        const thunk = node.thunk
+        out = new SchemaAST.Suspend(() => recur(thunk()), node.annotations, checks, encoding, node.context)
+        break
+      }
+      case "Declaration":
+        out = new SchemaAST.Declaration(
+          node.typeParameters.map(recur), node.run,
+          node.annotations, checks, encoding, node.context, node.encodingChecks, node.encodingRun
+        )
+        break
+      default:
+        out = node
+    }
+    done.set(node, out)
+    return out
+  }
+  return recur(ast)
+}
+
+const representationId = (check: SchemaAST.Check<unknown>): string | undefined => check.annotations?.representation?.id
+
+const isFiniteNumber = (node: SchemaAST.AST): boolean =>
+  node.checks?.some((check) => {
+    const id = representationId(check)
+    return id === "effect/schema/isFinite" || id === "effect/schema/isInt"
+  }) ?? false
+
+const modelChecks = (checks: SchemaAST.Checks | undefined): SchemaAST.Checks | undefined =>
+  checks && Arr.map(checks, modelCheck)
+
+const modelCheck = (check: SchemaAST.Check<unknown>): SchemaAST.Check<unknown> => {
+  if (check._tag === "FilterGroup") {
+    return new SchemaAST.FilterGroup(Arr.map(check.checks, modelCheck), check.annotations)
+  }
+  const payload = check.annotations?.representation?.payload
+  if (!isNode(payload)) return check
+  const effectOwn = check.annotations?.toJsonSchema
+  const onStrings = (fragment: JsonSchema.JsonSchema): SchemaRepresentation.ToJsonSchema.Check => (input) =>
+    input.type === "string" || effectOwn === undefined ? fragment : effectOwn(input)
+  switch (representationId(check)) {
+    case "effect/schema/isMinLength":
+      return check.annotate({ toJsonSchema: onStrings({ minLength: payload.minLength }) })
+    case "effect/schema/isMaxLength":
+      return check.annotate({ toJsonSchema: onStrings({ maxLength: payload.maxLength }) })
+    case "effect/schema/isBetweenLength":
+      return check.annotate({ toJsonSchema: onStrings({ minLength: payload.minimum, maxLength: payload.maximum }) })
+    case "effect/schema/isPattern": {
+      const pattern = modelPattern(String(payload.source), String(payload.flags))
+      return pattern === undefined ? check : check.annotate({ toJsonSchema: () => ({ pattern }) })
+    }
+    default:
+      return check
+  }
+}
+
+/** The pattern as JSON Schema states it, when it means there what it means in JavaScript. */
+const modelPattern = (source: string, flags: string): string | undefined => {
+  if (!/^[dgyu]*$/.test(flags)) return undefined
+  try {
+    new RegExp(source, "u")
+  } catch {
+    return undefined
+  }
+  return flags.includes("y") ? `^(?:${source})` : source
 }
 
 const isNode: (u: unknown) => u is Node = Predicate.isObject
@@ -222,15 +375,24 @@ const rewrite = (
     const name = decodeURIComponent(ref.replace(/^#\/definitions\//, ""))
     const target = definitions[name]
     if (target === undefined) {
-      throw new ToolSchemaError({ path, reason: `the reference ${ref} is not defined` })
+      throw new ToolSchemaError({
+        path,
+        reason: `the reference ${ref} is not defined`,
+        remedy: "Effect's JSON Schema of it is incomplete; please report the schema."
+      })
     }
     if (visiting.has(name)) {
-      throw new ToolSchemaError({ path, reason: `the definition ${name} is recursive and cannot be inlined` })
+      throw new ToolSchemaError({
+        path,
+        reason: `the definition ${name} is recursive, and tool schemas are sent with their definitions inlined`,
+        remedy: "Nest the recursion to a fixed depth instead."
+      })
     }
     const { $ref: _ref, ...siblings } = node
     return { ...rewrite(target, path, definitions, new Set([...visiting, name])), ...siblings }
   }
   const out: Node = {}
+  const checks: Array<Node> = []
   for (const [key, value] of Object.entries(node)) {
     if (key === "properties" && isNode(value)) {
       out.properties = Object.fromEntries(
@@ -245,6 +407,8 @@ const rewrite = (
         .map((variant, i) => rewrite(variant, `${path}|${i}`, definitions, visiting))
       if (variants.length === 1) Object.assign(out, variants[0])
       else out.anyOf = variants
+    } else if (key === "allOf" && Array.isArray(value) && value.every(isConstraintOnly)) {
+      checks.push(...value)
     } else if (key === "items" && Array.isArray(value)) {
       // A tuple, in the form OpenAI reads (JSON Schema 2020-12). Draft-07's
       // array-form `items` would pass the OpenAI adapter's strict check, and
@@ -256,6 +420,34 @@ const rewrite = (
       out[key] = isNode(value) ? rewrite(value, `${path}[]`, definitions, visiting) : value
     } else {
       out[key] = value
+    }
+  }
+  return mergeConstraints(out, checks)
+}
+
+/** Several checks of one value: keywords that say nothing of the value's shape, only bounds and patterns. */
+const constraintKeywords = new Set([
+  "minLength", "maxLength", "pattern", "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+  "multipleOf", "minItems", "maxItems", "description", "title"
+])
+const lowerBounds = new Set(["minLength", "minimum", "exclusiveMinimum", "minItems"])
+const upperBounds = new Set(["maxLength", "maximum", "exclusiveMaximum", "maxItems"])
+
+const isConstraintOnly = (u: unknown): u is Node => isNode(u) && Object.keys(u).every((key) => constraintKeywords.has(key))
+
+/**
+ * One node for several checks, which strict mode takes where it refuses
+ * `allOf`: the tightest of each bound, and the first of anything else (a
+ * second pattern stays with the decoder, which enforces it).
+ */
+const mergeConstraints = (node: Node, fragments: ReadonlyArray<Node>): Node => {
+  const out: Node = { ...node }
+  for (const fragment of fragments) {
+    for (const [key, value] of Object.entries(fragment)) {
+      const current = out[key]
+      if (current === undefined) out[key] = value
+      else if (lowerBounds.has(key)) out[key] = Math.max(Number(current), Number(value))
+      else if (upperBounds.has(key)) out[key] = Math.min(Number(current), Number(value))
     }
   }
   return out
@@ -277,17 +469,17 @@ const unsupportedKeywords = ["allOf", "not", "patternProperties", "propertyNames
 /** Throws a `ToolSchemaError` at the first node outside OpenAI's strict subset. */
 const assertStrict = (node: Node, path: string): void => {
   if (!typeKeywords.some((key) => key in node)) {
-    throw new ToolSchemaError({ path, reason: "a value of any type (such as Schema.Unknown) has no JSON type" })
+    throw notStrict(path, "a value of any type (such as Schema.Unknown) has no JSON type")
   }
   for (const key of unsupportedKeywords) {
-    if (key in node) throw new ToolSchemaError({ path, reason: `the keyword "${key}" is not supported` })
+    if (key in node) throw notStrict(path, `the keyword "${key}" is not supported`)
   }
   if ("prefixItems" in node) {
-    throw new ToolSchemaError({ path, reason: "tuples are not supported; use a struct with named fields" })
+    throw notStrict(path, "tuples are not supported; use a struct with named fields")
   }
   const isObject = node.type === "object" || (Array.isArray(node.type) && node.type.includes("object"))
   if (isObject && (node.additionalProperties !== false || !isNode(node.properties))) {
-    throw new ToolSchemaError({ path, reason: "records and open objects are not supported; use a struct" })
+    throw notStrict(path, "records and open objects are not supported; use a struct")
   }
   if (isNode(node.properties)) {
     for (const [name, child] of Object.entries(node.properties)) assertStrict(child as Node, `${path}.${name}`)

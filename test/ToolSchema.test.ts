@@ -122,6 +122,62 @@ describe("AI.toolSchema", () => {
     expect(() => AI.toolSchema(Schema.Struct({ root: Category }))).toThrow(/recursive/)
   })
 
+  it("states string length, pattern, numeric bounds and array length to the model as the schema writes them", () => {
+    const schema = AI.toolSchema(Schema.Struct({
+      code: Schema.String.check(Schema.isMinLength(3), Schema.isMaxLength(8), Schema.isPattern(/^[A-Z0-9]+$/)),
+      rating: Schema.Number.check(Schema.isBetween({ minimum: 1, maximum: 5 })),
+      quantity: Schema.Int.check(Schema.isGreaterThan(0)),
+      tags: Schema.Array(Schema.String).check(Schema.isMinLength(1), Schema.isMaxLength(3))
+    }))
+    expect(schema.jsonSchema.properties).toEqual({
+      code: { type: "string", minLength: 3, maxLength: 8, pattern: "^[A-Z0-9]+$" },
+      rating: { type: "number", minimum: 1, maximum: 5 },
+      quantity: { type: "integer", exclusiveMinimum: 0, maximum: Number.MAX_SAFE_INTEGER },
+      tags: { type: "array", items: { type: "string" }, minItems: 1, maxItems: 3 }
+    })
+  })
+
+  it("still enforces every check when it decodes, those the model was not told included", () => {
+    const schema = AI.toolSchema(Schema.Struct({
+      code: Schema.String.check(Schema.isPattern(/^[a-z]+$/i), Schema.isMinLength(3)),
+      word: Schema.String.check(Schema.isPattern(/^[a-z]+$/), Schema.isPattern(/e/))
+    }))
+    // The `i` flag has no JSON Schema form; of two patterns, strict mode takes one node.
+    expect(schema.jsonSchema.properties).toEqual({
+      code: { type: "string", minLength: 3 },
+      word: { type: "string", pattern: "^[a-z]+$" }
+    })
+    expect(validate(schema, { code: "AbC", word: "tree" })).toEqual({ value: { code: "AbC", word: "tree" } })
+    expect(validate(schema, { code: "ab", word: "tree" }).issues?.[0]?.message).toContain("at least 3")
+    expect(validate(schema, { code: "a-c", word: "tree" }).issues?.[0]?.message).toContain("RegExp")
+    expect(validate(schema, { code: "abc", word: "word" }).issues?.[0]?.message).toContain("RegExp e")
+  })
+
+  it.each([
+    ["a string", Schema.String, "a string"],
+    ["a union", Schema.Union([Schema.Struct({ a: Schema.String }), Schema.Struct({ b: Schema.String })]), "a union"],
+    ["an array", Schema.Array(Schema.String), "a array"]
+  ])("refuses %s as a tool's parameters when the tool is made, saying they must be an object", (_, schema, described) => {
+    const definition = toolDefinition({ name: "lookup", description: "Looks up", inputSchema: AI.toolSchema(schema) })
+    const make = () => AI.serverTool(definition, () => Effect.succeed("found"))
+    expect(make).toThrow(AI.ToolSchemaError)
+    expect(make).toThrow(`The parameters of the tool lookup must be a JSON object, and this schema describes ${described}`)
+    expect(make).toThrow("Schema.Struct({ value: ... })")
+  })
+
+  it("keeps a non-object schema for what is not sent as parameters, such as a tool's output", () => {
+    const tool = AI.serverTool(
+      toolDefinition({
+        name: "greet",
+        description: "Greets",
+        inputSchema: AI.toolSchema(Schema.Struct({ name: Schema.String })),
+        outputSchema: AI.toolSchema(Schema.String)
+      }),
+      ({ name }) => Effect.succeed(`Hello, ${name}`)
+    )
+    expect(tool.name).toBe("greet")
+  })
+
   it("sends a schema outside strict mode as it is when strict: false is asked for", () => {
     const schema = AI.toolSchema(Schema.Struct({ tags: Schema.Record(Schema.String, Schema.String) }), { strict: false })
     expect(schema.strict).toBe(false)
@@ -158,6 +214,50 @@ describe("AI.toolSchema through the real OpenAI adapter", () => {
       yield* AI.chat({ adapter, messages: [{ role: "user", content: "Store it" }], tools: [store] }).pipe(Stream.runDrain)
       return { received, sent: server.requests[0]?.tools?.[0] }
     }).pipe(Effect.scoped)
+
+  it.live("strict mode carries the schema's constraints on the wire, and a conforming call decodes", () =>
+    Effect.gen(function*() {
+      const server = yield* fakeOpenAI([{ toolCalls: [{ name: "rate", args: { code: "AB12", stars: 4, tags: ["fast"] } }] }, { text: "Rated." }])
+      const received: Array<unknown> = []
+      const rate = AI.serverTool(
+        toolDefinition({
+          name: "rate",
+          description: "Rates an order",
+          inputSchema: AI.toolSchema(Schema.Struct({
+            code: Schema.String.check(Schema.isMinLength(3), Schema.isPattern(/^[A-Z0-9]+$/)),
+            stars: Schema.Number.check(Schema.isBetween({ minimum: 1, maximum: 5 })),
+            tags: Schema.Array(Schema.String).check(Schema.isMaxLength(3))
+          }))
+        }),
+        (input) => Effect.sync(() => received.push(input)).pipe(Effect.as({ ok: true }))
+      )
+      const adapter = createOpenaiChat("gpt-5.2", "test-key", { baseURL: server.baseURL })
+      yield* AI.chat({ adapter, messages: [{ role: "user", content: "Rate it" }], tools: [rate] }).pipe(Stream.runDrain)
+      expect(server.requests[0]?.tools?.[0]).toMatchObject({
+        strict: true,
+        parameters: {
+          properties: {
+            code: { type: "string", minLength: 3, pattern: "^[A-Z0-9]+$" },
+            stars: { type: "number", minimum: 1, maximum: 5 },
+            tags: { type: "array", maxItems: 3 }
+          }
+        }
+      })
+      expect(received).toEqual([{ code: "AB12", stars: 4, tags: ["fast"] }])
+    }).pipe(Effect.scoped))
+
+  it.live("AI.generateObject sends the constraints with its strict schema, and refuses a root that is not an object", () =>
+    Effect.gen(function*() {
+      const server = yield* fakeOpenAI([{ text: JSON.stringify({ title: "Checkout down", votes: 3 }) }])
+      const adapter = createOpenaiChat("gpt-5.2", "test-key", { baseURL: server.baseURL })
+      const Ticket = Schema.Struct({ title: Schema.String.check(Schema.isMinLength(3)), votes: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)) })
+      const ticket = yield* AI.generateObject({ adapter, messages: [{ role: "user", content: "File it" }], schema: Ticket })
+      expect(ticket).toEqual({ title: "Checkout down", votes: 3 })
+      expect(JSON.stringify(server.requests[0])).toContain(`"title":{"type":"string","minLength":3}`)
+      expect(() => AI.generateObject({ adapter, schema: Schema.String })).toThrow(
+        "The schema of a strict structured output must be a JSON object, and this schema describes a string"
+      )
+    }).pipe(Effect.scoped))
 
   it.live("a record round-trips: sent without strict mode, and decoded into the schema's Type", () =>
     Effect.gen(function*() {
