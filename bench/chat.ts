@@ -101,10 +101,14 @@ export const benchChat = async (options: { readonly quick: boolean }) => {
       () => drainCore(coreChat({ adapter: scriptedText(deltas(10_000)), messages })),
       () => runtime.runPromise(Stream.runDrain(AI.chat({ adapter: scriptedText(deltas(10_000)), messages })))),
   )
+  const tenCalls = (i: number): ReadonlyArray<ScriptedTurn> => [
+    { toolCalls: Array.from({ length: 10 }, (_, call) => ({ name: 'get_order', args: { id: `A-${i}-${call}` } })) },
+    { text: 'Done.' },
+  ]
   results.push(
-    await pair('a run with one tool call (core server tool vs AI.serverTool)', 1.3, { rounds, iterations: options.quick ? 100 : 400 },
-      (i) => drainCore(coreChat({ adapter: scriptedText([{ toolCalls: [{ name: 'get_order', args: { id: `A-${i}` } }] }, { text: 'Done.' }]), messages, tools: [coreTool] })),
-      (i) => runtime.runPromise(Stream.runDrain(AI.chat({ adapter: scriptedText([{ toolCalls: [{ name: 'get_order', args: { id: `A-${i}` } }] }, { text: 'Done.' }]), messages, tools: [serverTool] })))),
+    await pair('one turn of 10 tool calls (core server tool vs AI.serverTool)', 1.3, { rounds, iterations: options.quick ? 50 : 200 },
+      (i) => drainCore(coreChat({ adapter: scriptedText(tenCalls(i)), messages, tools: [coreTool] })),
+      (i) => runtime.runPromise(Stream.runDrain(AI.chat({ adapter: scriptedText(tenCalls(i)), messages, tools: [serverTool] })))),
   )
   results.push(
     await pair('200 tool calls in 20 turns (core server tools vs AI.serverTool)', 1.1, { rounds, iterations: options.quick ? 3 : 8 },

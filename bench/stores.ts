@@ -1,9 +1,10 @@
 /**
  * Effect tools per store backend: the replay path (a recorded key) and a first
- * application (get, claim, a no-op execute, the fenced put), each against the
+ * application (claim, a no-op execute, the fenced put), each against the
  * backend's own raw operations through the same driver, measured in the same
- * run: one raw read for the replay, a raw read and two raw conditional writes
- * for the first application.
+ * run: one raw read for the replay, two raw conditional writes for the first
+ * application. The requests each side sends are counted at the driver
+ * (statements through `effect/sql`, commands and scripts through `Redis`).
  *
  * Rounds alternate raw and ours; the table reports the median of the rounds.
  */
@@ -19,6 +20,7 @@ import { Effect, Exit, Layer, ManagedRuntime, Schema, Scope } from 'effect'
 import { Redis } from 'effect/persistence/Redis'
 import { SqlClient } from 'effect/sql/SqlClient'
 import { noteDef, pgClient, redisClient } from '../test/support/backends.ts'
+import { countRedisCommands, countStatements, type RoundTrips } from '../test/support/roundTrips.ts'
 import { missing, startPostgres, startRedis, type TestServer } from '../test/support/services.ts'
 import { runWorker, startRemote } from '../test/support/workers.ts'
 
@@ -28,12 +30,17 @@ export interface StoreRow {
   readonly rawMicros: number
   readonly oursMicros: number
   readonly ratio: number
+  /** Requests per call, counted at the driver: the raw path's and ours. */
+  readonly rawRoundTrips?: number
+  readonly oursRoundTrips?: number
   readonly note?: string
 }
 
 interface Fixture {
   readonly name: string
   readonly layer: Layer.Layer<AI.EffectStore, unknown>
+  /** Counts the requests of both paths (absent for the memory store, which sends none). */
+  readonly roundTrips?: RoundTrips
   /** One raw read of a row that exists, and one raw conditional insert of a new key. */
   readonly raw: Effect.Effect<
     { readonly read: (i: number) => Effect.Effect<unknown, unknown>; readonly insert: (i: number) => Effect.Effect<unknown, unknown> },
@@ -73,9 +80,11 @@ const fixtures = async (): Promise<ReadonlyArray<Fixture | { readonly name: stri
     dispose: async () => {},
   })
   const filename = join(mkdtempSync(join(tmpdir(), 'ai-effect-bench-')), 'effects.db')
+  const sqliteStatements = countStatements()
   list.push({
     name: 'sqlite',
-    layer: layerSqlite({ filename }),
+    layer: Layer.merge(layerSqlite({ filename }), sqliteStatements.layer),
+    roundTrips: sqliteStatements,
     raw: Effect.sync(() => {
       const db = new DatabaseSync(filename, { timeout: 50 })
       db.exec('PRAGMA journal_mode = WAL')
@@ -83,9 +92,14 @@ const fixtures = async (): Promise<ReadonlyArray<Fixture | { readonly name: stri
       db.exec("INSERT OR IGNORE INTO raw VALUES ('row', 'x')")
       const read = db.prepare('SELECT v FROM raw WHERE k = ?')
       const insert = db.prepare('INSERT INTO raw VALUES (?, ?) ON CONFLICT DO NOTHING')
+      // node:sqlite directly, without effect/sql: its statements are counted here.
+      const counted = <A>(run: () => A) => Effect.sync(() => {
+        sqliteStatements.countRaw()
+        return run()
+      })
       return {
-        read: () => Effect.sync(() => read.get('row')),
-        insert: (i: number) => Effect.sync(() => insert.run(`k${Date.now()}-${i}`, 'x')),
+        read: () => counted(() => read.get('row')),
+        insert: (i: number) => counted(() => insert.run(`k${Date.now()}-${i}`, 'x')),
       }
     }),
     dispose: async () => {},
@@ -94,18 +108,26 @@ const fixtures = async (): Promise<ReadonlyArray<Fixture | { readonly name: stri
   if (noPostgres !== undefined) list.push({ name: 'postgres', skipped: noPostgres })
   else {
     const server: TestServer = await startPostgres()
+    const statements = countStatements()
     list.push({
       name: 'postgres',
-      layer: layerSql().pipe(Layer.provide(pgClient(server.url))),
+      layer: Layer.merge(layerSql().pipe(Layer.provide(pgClient(server.url))), statements.layer),
+      roundTrips: statements,
       raw: Effect.gen(function* () {
         const sql = yield* SqlClient
         yield* sql`CREATE TABLE IF NOT EXISTS raw (k TEXT PRIMARY KEY, v TEXT)`
         yield* sql`INSERT INTO raw VALUES ('row', 'x') ON CONFLICT DO NOTHING`
+        // Run with the case's context, so that the statement counter sees them.
+        const context = yield* Effect.context<never>()
         return {
-          read: () => Effect.flatMap(sql`SELECT v FROM raw WHERE k = ${'row'}`, Schema.decodeUnknownEffect(Schema.Array(Row))),
-          insert: (i: number) => sql`INSERT INTO raw VALUES (${`k${Date.now()}-${i}`}, 'x') ON CONFLICT DO NOTHING`,
+          read: () =>
+            Effect.flatMap(sql`SELECT v FROM raw WHERE k = ${'row'}`, Schema.decodeUnknownEffect(Schema.Array(Row))).pipe(
+              Effect.provideContext(context),
+            ),
+          insert: (i: number) =>
+            sql`INSERT INTO raw VALUES (${`k${Date.now()}-${i}`}, 'x') ON CONFLICT DO NOTHING`.pipe(Effect.provideContext(context)),
         }
-      }).pipe(inScope(pgClient(server.url))),
+      }).pipe(inScope(Layer.merge(pgClient(server.url), statements.layer))),
       dispose: () => server.dispose(),
     })
   }
@@ -113,9 +135,11 @@ const fixtures = async (): Promise<ReadonlyArray<Fixture | { readonly name: stri
   if (noRedis !== undefined) list.push({ name: 'redis', skipped: noRedis })
   else {
     const server: TestServer = await startRedis()
+    const commands = countRedisCommands()
     list.push({
       name: 'redis',
-      layer: layerRedis().pipe(Layer.provide(redisClient(server.url))),
+      layer: layerRedis().pipe(Layer.provide(commands.layer), Layer.provide(redisClient(server.url))),
+      roundTrips: commands,
       raw: Effect.gen(function* () {
         const redis = yield* Redis
         yield* redis.send('SET', 'raw:row', 'x')
@@ -123,7 +147,7 @@ const fixtures = async (): Promise<ReadonlyArray<Fixture | { readonly name: stri
           read: () => redis.send('GET', 'raw:row'),
           insert: (i: number) => redis.send('SET', `raw:k${Date.now()}-${i}`, 'x', 'NX', 'PX', '60000'),
         }
-      }).pipe(inScope(redisClient(server.url))),
+      }).pipe(inScope(commands.layer.pipe(Layer.provide(redisClient(server.url))))),
       dispose: () => server.dispose(),
     })
   }
@@ -150,20 +174,24 @@ export const benchStores = async (options: { readonly rounds: number; readonly p
     const prefix = `${fixture.name}-${Date.now()}`
     await call(`${prefix}-recorded`)
     for (let i = 0; i < 200; i++) await call(`${prefix}-warm-${i}`)
-    const replay = { raw: [] as Array<number>, ours: [] as Array<number> }
-    const apply = { raw: [] as Array<number>, ours: [] as Array<number> }
-    for (let round = 0; round < options.rounds; round++) {
-      replay.raw.push(await timeEach(options.perRound, (i) => Effect.runPromise(raw.read(i))))
-      replay.ours.push(await timeEach(options.perRound, () => call(`${prefix}-recorded`)))
-      apply.raw.push(
-        await timeEach(options.perRound, (i) =>
-          Effect.runPromise(Effect.all([raw.read(i), raw.insert(i * 2), raw.insert(i * 2 + 1)], { discard: true })),
-        ),
-      )
-      apply.ours.push(await timeEach(options.perRound, () => call(`${prefix}-new-${fresh++}`)))
+    const replay = samples()
+    const apply = samples()
+    const counting = (into: Array<number>, operation: (i: number) => Promise<unknown>) => async (i: number) => {
+      const before = fixture.roundTrips?.count() ?? 0
+      await operation(i)
+      into.push((fixture.roundTrips?.count() ?? 0) - before)
     }
-    rows.push(row(fixture.name, 'replay (recorded key) vs 1 raw read', replay))
-    rows.push(row(fixture.name, 'first application vs 3 raw round trips', apply))
+    for (let round = 0; round < options.rounds; round++) {
+      replay.raw.push(await timeEach(options.perRound, counting(replay.rawTrips, (i) => Effect.runPromise(raw.read(i)))))
+      replay.ours.push(await timeEach(options.perRound, counting(replay.oursTrips, () => call(`${prefix}-recorded`))))
+      apply.raw.push(
+        await timeEach(options.perRound, counting(apply.rawTrips, (i) =>
+          Effect.runPromise(Effect.all([raw.insert(i * 2), raw.insert(i * 2 + 1)], { discard: true })))),
+      )
+      apply.ours.push(await timeEach(options.perRound, counting(apply.oursTrips, () => call(`${prefix}-new-${fresh++}`))))
+    }
+    rows.push(row(fixture, 'replay (recorded key) vs 1 raw read', replay))
+    rows.push(row(fixture, 'first application vs 2 raw round trips', apply))
     await Effect.runPromise(Scope.close(scope, Exit.void))
     await runtime.dispose()
     await fixture.dispose()
@@ -171,10 +199,21 @@ export const benchStores = async (options: { readonly rounds: number; readonly p
   return rows
 }
 
-const row = (backend: string, name: string, samples: { readonly raw: ReadonlyArray<number>; readonly ours: ReadonlyArray<number> }): StoreRow => {
-  const rawMicros = median(samples.raw)
-  const oursMicros = median(samples.ours)
-  return { backend, case: name, rawMicros, oursMicros, ratio: oursMicros / rawMicros }
+const samples = () => ({ raw: [] as Array<number>, ours: [] as Array<number>, rawTrips: [] as Array<number>, oursTrips: [] as Array<number> })
+
+const mean = (values: ReadonlyArray<number>) => values.reduce((sum, value) => sum + value, 0) / values.length
+
+const row = (fixture: Fixture, name: string, measured: ReturnType<typeof samples>): StoreRow => {
+  const rawMicros = median(measured.raw)
+  const oursMicros = median(measured.ours)
+  return {
+    backend: fixture.name,
+    case: name,
+    rawMicros,
+    oursMicros,
+    ratio: oursMicros / rawMicros,
+    ...(fixture.roundTrips === undefined ? {} : { rawRoundTrips: mean(measured.rawTrips), oursRoundTrips: mean(measured.oursTrips) }),
+  }
 }
 
 export interface ProcessesRow {

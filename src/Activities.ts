@@ -112,7 +112,7 @@ const streamActivity = (
 ): Stream.Stream<StreamChunk, AiError> =>
   unwrapScoped(
     Effect.gen(function*() {
-      const controller = yield* scopedAbortController
+      const controller = yield* scopedAbortController()
       return fromAsyncIterableBatched(start(controller.signal), (error) => toAiError(activity, error, controller.signal))
     })
   ).pipe(Stream.withSpan(`AI.${activity}`, { ...spanOf(operation, adapter), ...noStackTrace }))

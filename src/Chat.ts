@@ -19,7 +19,7 @@
 import { chat as coreChat } from "@tanstack/ai"
 import type { AnyTextAdapter, StreamChunk } from "@tanstack/ai"
 import type { TextActivityOptions } from "@tanstack/ai/adapters"
-import { Effect, Option, Schema, Stream } from "effect"
+import { Effect, Schema, Stream, Tracer } from "effect"
 import type * as Arr from "effect/Array"
 import { scopedAbortController } from "./internal/abort.ts"
 import { guardArguments } from "./internal/arguments.ts"
@@ -139,23 +139,30 @@ export const chat = <
   return unwrapScoped(
     Effect.gen(function*() {
       const run = yield* makeRun(options)
-      yield* Effect.annotateCurrentSpan({
-        "gen_ai.operation.name": isAgent ? "invoke_agent" : "chat",
-        "gen_ai.request.model": options.adapter.model,
-        "gen_ai.provider.name": options.adapter.name,
-        "gen_ai.conversation.id": run.threadId,
-        "gen_ai.agent.name": run.agent,
-        "ai.run.id": run.runId,
-        "ai.run.trigger": run.trigger
+      // The run's span lives as long as the stream; tool spans are its
+      // children, since the tool fibers start with it as their parent.
+      const span = yield* Effect.makeSpanScoped(isAgent ? `AI.agent ${options.agent}` : "AI.chat", {
+        attributes: {
+          "gen_ai.operation.name": isAgent ? "invoke_agent" : "chat",
+          "gen_ai.request.model": options.adapter.model,
+          "gen_ai.provider.name": options.adapter.name,
+          "gen_ai.conversation.id": run.threadId,
+          "gen_ai.agent.name": run.agent,
+          "ai.run.id": run.runId,
+          "ai.run.trigger": run.trigger
+        }
       })
       const { agent: _agent, trigger: _trigger, tools, ...coreOptions } = options
       // Acquired before the controller, so released after it: the model
       // request is aborted first, then the tool fibers are interrupted and
       // awaited.
       const coreTools = yield* wrapToolsForRun(tools ?? []).pipe(
-        Effect.provideService(RunContext, run)
+        Effect.provideService(RunContext, run),
+        Effect.provideService(Tracer.ParentSpan, span)
       )
-      const abortController = yield* scopedAbortController
+      // Aborted when the stream stops before core's stream ended.
+      let ended = false
+      const abortController = yield* scopedAbortController(() => ended)
       const iterable = yield* Effect.try({
         try: () =>
           coreChat({
@@ -175,20 +182,18 @@ export const chat = <
       })
       // The run's token usage, summed over its model turns, on the run's span;
       // read from each batch of chunks, not from an Effect per chunk.
-      const span = yield* Effect.option(Effect.currentSpan)
       const usage: Usage = { input: 0, output: 0 }
       const countUsage = (batch: Arr.NonEmptyReadonlyArray<StreamChunk>) => {
         for (const chunk of batch) {
-          if (chunk.type !== "RUN_FINISHED" || Option.isNone(span)) continue
+          if (chunk.type !== "RUN_FINISHED") continue
           addUsage(usage, chunk)
-          for (const [key, value] of Object.entries(usageAttributes(usage))) span.value.attribute(key, value)
+          for (const [key, value] of Object.entries(usageAttributes(usage))) span.attribute(key, value)
         }
       }
-      return fromAsyncIterableBatched(iterable, (cause) => new ChatError({ cause }), countUsage)
+      return fromAsyncIterableBatched(iterable, (cause) => new ChatError({ cause }), countUsage, () => {
+        ended = true
+      })
     })
-  ).pipe(
-    // Tool spans are its children: the tool fibers start inside it.
-    Stream.withSpan(isAgent ? `AI.agent ${options.agent}` : "AI.chat", { captureStackTrace: false })
   )
 }
 

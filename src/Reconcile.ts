@@ -7,7 +7,8 @@
  *    and key, it returns that result and runs nothing.
  * 2. **Claim.** Otherwise it claims the key, atomically. If another caller
  *    holds it, this call waits (bounded) for that caller's record; if the
- *    record arrived meanwhile, it is returned.
+ *    record arrived meanwhile, it is returned. Steps 1 and 2 are one request
+ *    to the store: the claim answers the record when there is one.
  * 3. **Remote check.** With the claim, if the tool has `alreadyApplied`, it
  *    asks whether the effect already exists remotely. `Some(result)` is
  *    recorded and returned.
@@ -629,7 +630,7 @@ export const effectTool = <
     )
   }
 
-  /** Steps 2 to 4 for a key the store had no record of: the claim answers a record that arrived meanwhile. */
+  /** Steps 2 to 4: the claim answers the record when the key has one, and the effect is applied otherwise. */
   const claimAndApply = (
     store: EffectStore["Service"],
     id: EffectId,
@@ -672,11 +673,11 @@ export const effectTool = <
       yield* Effect.annotateCurrentSpan({ "effect.key": key })
       const id = { tool, key }
       const call = { ...toolCall, key, run }
-      // A recorded key is answered from its record, without the sharing of calls in flight.
-      const recorded = yield* store.get(id)
-      const { value, shared } = Option.isSome(recorded)
-        ? { value: yield* replay(id, recorded.value, fingerprint), shared: false }
-        : yield* store.share(id, claimAndApply(store, id, input, call, fingerprint)).pipe(Effect.annotateLogs({ effectKey: keyForDisplay(key) }))
+      // No read before the claim: the claim answers the record when there is
+      // one, so that a replay is one round trip and a first application two.
+      const { value, shared } = yield* store.share(id, claimAndApply(store, id, input, call, fingerprint)).pipe(
+        Effect.annotateLogs({ effectKey: keyForDisplay(key) })
+      )
       const outcome = shared ? "recorded" : value.outcome
       yield* Effect.annotateCurrentSpan({ "effect.outcome": outcome })
       yield* Metric.update(counted[outcome], 1)

@@ -11,7 +11,7 @@
  */
 import type { InferSchemaType, ServerTool as CoreServerTool, ToolDefinitionInstance, ToolExecutionContext } from "@tanstack/ai"
 import type { Scope } from "effect"
-import { Cause, Effect, FiberSet, Option, Predicate, Redacted, Schema, Stream } from "effect"
+import { Cause, Context, Effect, Exit, FiberSet, Option, Predicate, Redacted, References, Schema, Stream, Tracer } from "effect"
 import { notJson } from "./internal/json.ts"
 import { RunContext } from "./RunContext.ts"
 import { assertObjectRoot, isToolSchema } from "./ToolSchema.ts"
@@ -294,28 +294,70 @@ export const wrapToolsForRun = <const Tools extends ReadonlyArray<unknown>>(
     // A run without Effect tools needs no fibers of its own.
     if (!tools.some(isEffectTool)) return [...tools] as Array<Passed>
     const run = yield* RunContext
-    const runPromise = yield* FiberSet.makeRuntimePromise<EffectTool.Requirements<Tools[number]>>()
-    // The fiber yields before the tool's code runs, so that the set holds it
-    // before anything the tool does synchronously can stop the run; a fiber
-    // added to a set that is already closed is interrupted without waiting.
-    const runTool: RunPromise = (effect) =>
-      runPromise(Effect.andThen(Effect.yieldNow, Effect.provideService(effect, RunContext, run)))
+    const set = yield* FiberSet.make()
+    const runFork = Effect.runForkWith(yield* Effect.context<EffectTool.Requirements<Tools[number]>>())
+    const runTool: RunTool = (effect, span, annotations) => {
+      // A run that already stopped starts nothing.
+      if (set.state._tag === "Closed") return Promise.reject(Cause.squash(Cause.interrupt()))
+      // The fork runs the fiber at once, up to its first asynchronous step, so
+      // the fiber adds itself to the set as its first step: the set holds it
+      // before the tool's code runs, without a turn of the event loop, and a
+      // run stopped by the tool's own synchronous code still interrupts it.
+      const fiber = runFork(Effect.withFiber((fiber) => {
+        FiberSet.addUnsafe(set, fiber)
+        // The tool's services, span and log annotations in one change of the fiber's context.
+        return Effect.useSpan(span.name, span.options, (current) =>
+          Effect.updateContext(effect, (context: Context.Context<never>) =>
+            context.pipe(
+              Context.add(RunContext, run),
+              Context.add(Tracer.ParentSpan, current),
+              Context.add(References.CurrentStackFrame, {
+                name: span.name,
+                stack: noStack,
+                parent: Context.get(context, References.CurrentStackFrame)
+              }),
+              Context.add(References.CurrentLogAnnotations, { ...Context.get(context, References.CurrentLogAnnotations), ...annotations })
+            )))
+      }))
+      // A tool that finished synchronously needs no observer.
+      const exit = fiber.pollUnsafe()
+      return exit !== undefined ? settle(exit) : new Promise((resolve, reject) => {
+        fiber.addObserver((exit) => Exit.isSuccess(exit) ? resolve(exit.value) : reject(Cause.squash(exit.cause)))
+      })
+    }
     return tools.map((tool) => isEffectTool(tool) ? toCoreTool(tool, runTool) : tool as Passed)
   })
 
-/** Runs a tool's Effect to a Promise, in a fiber of the run. */
-type RunPromise = <A, E>(effect: Effect.Effect<A, E, any>) => Promise<A>
+const noStack = () => undefined
+
+const settle = <A>(exit: Exit.Exit<A, unknown>): Promise<A> =>
+  Exit.isSuccess(exit) ? Promise.resolve(exit.value) : Promise.reject(Cause.squash(exit.cause))
+
+/** Runs a tool's Effect to a Promise, in a fiber of the run, in its own span and with log annotations. */
+type RunTool = <A, E>(
+  effect: Effect.Effect<A, E, any>,
+  span: { readonly name: string; readonly options: Tracer.SpanOptionsNoTrace },
+  annotations: Record<string, unknown>
+) => Promise<A>
 
 const toCoreTool = (
   tool: EffectTool.Any,
-  runPromise: RunPromise
+  runTool: RunTool
 ): CoreServerTool<any, any, string, unknown, boolean, any> => {
   const { definition } = tool
   const outputSchema = definition.outputSchema
   const encode = isToolSchema(outputSchema) ? Schema.encodeUnknownEffect(outputSchema.codec) : checkJson
-  const invalidOutput = (error: { readonly message: string }) =>
-    new ToolCallError({ toolName: tool.name, message: `Invalid tool output: ${error.message}` })
+  const encodeOutput = (output: unknown) =>
+    Effect.mapError(encode(output), (error) => new ToolCallError({ toolName: tool.name, message: `Invalid tool output: ${error.message}` }))
   const describe = tool.toModelError ?? describeCause
+  const toModel = (cause: Cause.Cause<unknown>): Effect.Effect<never, unknown> => {
+    const failed = Cause.hasInterruptsOnly(cause)
+      ? Effect.failCause(cause)
+      : Effect.fail(new ToolCallError({ toolName: tool.name, message: modelErrorOf(cause, describe) }))
+    // A defect does not fail the stream, so it is logged here or nowhere.
+    return Cause.hasDies(cause) ? Effect.andThen(Effect.logError("The tool died", cause), failed) : failed
+  }
+  const spanName = `AI.tool ${tool.name}`
   return {
     ...definition,
     __toolSide: "server",
@@ -333,21 +375,16 @@ const toCoreTool = (
         progress: (progress) => emit(toolProgressEvent, { toolName: tool.name, progress }),
         emit
       }
-      const run = runCall(tool, input, call).pipe(
-        Effect.flatMap((output) => Effect.mapError(encode(output), invalidOutput)),
-        // A defect does not fail the stream, so it is logged here or nowhere.
-        Effect.tapCause((cause) => Cause.hasDies(cause) ? Effect.logError("The tool died", cause) : Effect.void),
-        Effect.catchCause((cause) =>
-          Cause.hasInterruptsOnly(cause)
-            ? Effect.failCause(cause)
-            : Effect.fail(new ToolCallError({ toolName: tool.name, message: modelErrorOf(cause, describe) }))
-        ),
-        Effect.annotateLogs({ tool: tool.name, toolCallId }),
-        Effect.withSpan(`AI.tool ${tool.name}`, {
-          attributes: { "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool.name, "gen_ai.tool.call.id": toolCallId }
-        }, { captureStackTrace: false })
+      return runTool(
+        Effect.catchCause(Effect.flatMap(runCall(tool, input, call), encodeOutput), toModel),
+        {
+          name: spanName,
+          options: {
+            attributes: { "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool.name, "gen_ai.tool.call.id": toolCallId }
+          }
+        },
+        { tool: tool.name, toolCallId }
       )
-      return runPromise(run)
     }
   }
 }

@@ -417,11 +417,11 @@ describe("effect tools: what happens on every call", () => {
       const memory = yield* memoryStore
       const down = yield* AI.EffectStore.make({
         ...memory,
-        get: (id) => Effect.fail(new AI.EffectStoreError({ operation: "get", ...id, reason: "unavailable", cause: new Error("connection refused") }))
+        claim: (id) => Effect.fail(new AI.EffectStoreError({ operation: "claim", ...id, reason: "unavailable", cause: new Error("connection refused") }))
       })
       const { adapter } = yield* runChat(down, [commentTool(tracker)], [{ toolCalls: [commentOn(7)] }, { text: "Sorry" }])
       const [result] = toolResultsOf(adapter, 1)
-      expect(result.error).toMatch(/^EffectStoreError: EffectStore get failed for run-1:comment:[0-9a-f]{64} \(tool comment\): connection refused$/)
+      expect(result.error).toMatch(/^EffectStoreError: EffectStore claim failed for run-1:comment:[0-9a-f]{64} \(tool comment\): connection refused$/)
       expect(yield* Ref.get(tracker.checked)).toBe(0)
       expect(yield* Ref.get(tracker.executed)).toBe(0)
     }))

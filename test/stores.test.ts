@@ -49,6 +49,13 @@ const freshId = (): AI.EffectId => ({ tool: "note", key: `k-${process.pid}-${Dat
  */
 type DecidingClock = "caller" | "server"
 
+/**
+ * Requests of a replay: one where the claim answers the record in one
+ * statement or script; SQLite claims, then reads what it could not claim.
+ */
+const replayRequests: Record<string, number> = { sqlite: 2, postgres: 1, redis: 1 }
+const replayLabel: Record<string, string> = { sqlite: "two (claim, then read)", postgres: "one", redis: "one" }
+
 const conformance = (name: string, clock: DecidingClock, backend: () => Backend, skip: string | undefined) =>
   describe.skipIf(skip !== undefined)(`EffectStore conformance: ${name}`, () => {
     const withStore = <A, E>(f: (store: AI.EffectStore["Service"]) => Effect.Effect<A, E>, options?: AI.StoreOptions) =>
@@ -176,6 +183,31 @@ const conformance = (name: string, clock: DecidingClock, backend: () => Backend,
           expect(claims.filter((claim) => claim._tag === "Busy")).toHaveLength(39)
         })
       ))
+
+    // The memory store sends no requests.
+    if (name in replayRequests) {
+      it.live(`an effect tool's first application is two requests to the store (claim, put), and a replay ${replayLabel[name]}`, () =>
+        Effect.gen(function*() {
+          const store = backend().counted!()
+          const tool = AI.effectTool(noteDef, () => Effect.succeed({ applied: 1 }), { effectKey: ({ id }) => id })
+          const id = freshId().key
+          const requestsOf = <R>(call: Effect.Effect<unknown, unknown, R>) =>
+            Effect.gen(function*() {
+              const before = store.count()
+              yield* call
+              return store.count() - before
+            })
+          const call = callTool(tool, { id })
+          // Built once, as an app builds its store; the warm-up call loads scripts and prepares statements.
+          const [first, replay, again] = yield* Effect.all([
+            callTool(tool, { id: `${id}-warm-up` }),
+            requestsOf(call),
+            requestsOf(call),
+            requestsOf(call)
+          ]).pipe(Effect.map(([, ...counts]) => counts), Effect.provide(store.layer))
+          expect({ first, replay, again }).toEqual({ first: 2, replay: replayRequests[name], again: replayRequests[name] })
+        }))
+    }
 
     it.live("values round-trip: nested JSON, unicode and a 1 MB string", () =>
       withStore((store) =>

@@ -27,6 +27,8 @@ export interface ChatAppOptions {
   readonly webRoot: string
   readonly port: number
   readonly host: string
+  /** A log line per request (the default); the load benchmark turns it off, as its core route has none. */
+  readonly accessLog?: boolean
 }
 
 /** The app's services, built once for the process. */
@@ -84,7 +86,7 @@ const announce = Layer.effectDiscard(
 
 /** The whole server as a Layer: launch it, or build it in a test's scope. */
 export const ChatApp = (options: ChatAppOptions) =>
-  HttpRouter.serve(Layer.mergeAll(Api(options), HttpStaticServer.layer({ root: options.webRoot })), { disableListenLog: true }).pipe(
+  HttpRouter.serve(Layer.mergeAll(Api(options), HttpStaticServer.layer({ root: options.webRoot })), { disableListenLog: true, disableLogger: options.accessLog === false }).pipe(
     Layer.merge(announce),
     Layer.provide(services(options)),
     Layer.provide(NodeHttpServer.layer(createServer, { port: options.port, host: options.host })),

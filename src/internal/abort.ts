@@ -9,7 +9,12 @@ import { Effect } from "effect"
  */
 const stopped = new DOMException("The run stopped", "AbortError")
 
-export const scopedAbortController = Effect.acquireRelease(
-  Effect.sync(() => new AbortController()),
-  (controller) => Effect.sync(() => controller.abort(stopped))
-)
+/**
+ * Aborted when its scope closes, unless `ended` says that the work it would
+ * stop has already ended: aborting then only runs the signal's listeners.
+ */
+export const scopedAbortController = (ended: () => boolean = () => false) =>
+  Effect.acquireRelease(
+    Effect.sync(() => new AbortController()),
+    (controller) => Effect.sync(() => ended() || controller.abort(stopped))
+  )

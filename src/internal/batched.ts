@@ -22,12 +22,17 @@ export const fromAsyncIterableBatched = <A, E>(
   iterable: AsyncIterable<A>,
   onError: (error: unknown) => E,
   /** Sees every batch before it goes out, without a stage of its own. */
-  onBatch?: (batch: Arr.NonEmptyReadonlyArray<A>) => void
+  onBatch?: (batch: Arr.NonEmptyReadonlyArray<A>) => void,
+  /** Called once the iterable has ended (not when it failed, nor when the stream stopped before). */
+  onEnd?: () => void
 ): Stream.Stream<A, E> =>
   Stream.fromChannel(Channel.fromTransform((_, scope) =>
     Effect.gen(function*() {
       const iterator = iterable[Symbol.asyncIterator]()
-      // A `next()` already asked for, kept for the next pull when it was not ready in time.
+      // The `next()` asked for and not settled yet: awaited by a pull, or kept
+      // for the next pull when it was not ready in time. The finalizer must see
+      // every one: a tool runs inside core's `next()`, and a stop from inside
+      // the tool must not await a `return()` that waits for that tool.
       let pending: Promise<IteratorResult<A>> | undefined
       let finished = false
       if (iterator.return) {
@@ -42,20 +47,22 @@ export const fromAsyncIterableBatched = <A, E>(
         )
       }
       const readBatch = async (): Promise<Arr.NonEmptyReadonlyArray<A> | undefined> => {
-        const first = await (pending ?? iterator.next())
+        const first = await (pending ??= iterator.next())
         pending = undefined
-        if (first.done === true) return undefined
+        if (first.done === true) {
+          onEnd?.()
+          return undefined
+        }
         const batch: [A, ...Array<A>] = [first.value]
         const turn = nextTurn()
         while (batch.length < maxBatch) {
-          const next = iterator.next()
+          const next = pending = iterator.next()
           const result = await Promise.race([next, turn])
-          if (result === notReady) {
-            pending = next
-            break
-          }
+          if (result === notReady) break
+          pending = undefined
           if (result.done === true) {
             finished = true
+            onEnd?.()
             break
           }
           batch.push(result.value)

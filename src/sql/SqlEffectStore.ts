@@ -8,6 +8,7 @@
 import { Clock, Duration, Effect, Layer, Option, Schedule } from "effect"
 import { SqlClient } from "effect/sql/SqlClient"
 import type { SqlError } from "effect/sql/SqlError"
+import type * as Statement from "effect/sql/Statement"
 import { Claim, ClaimLost, type EffectId, EffectStore, type Recorded, type StoreOptions } from "../EffectStore.ts"
 import { readRecord, unavailable } from "../internal/durable.ts"
 import { retentionOf } from "../internal/store.ts"
@@ -99,35 +100,86 @@ export const makeSqlStore = Effect.fnUntraced(function*(options?: SqlStoreOption
       return row === undefined ? Option.none<Recorded>() : Option.some(yield* readRecord("get", id, row.record))
     })
 
+  /**
+   * The row of a key as a claim sees it: `fence` when this call claimed it;
+   * otherwise what holds it, a record or a live owner, or neither when the
+   * row changed under the statement (the claim is then tried again).
+   */
+  type ClaimRow = {
+    readonly fence: unknown
+    readonly taken_over: unknown
+    readonly owner: string | null
+    readonly lease_expires_at: unknown
+    readonly record: string | null
+  }
+
+  /**
+   * Inserts the claim of a new key from `source` (a VALUES or a SELECT); an
+   * existing row is taken only when its record expired, or its claim was
+   * released or lapsed.
+   */
+  const upsertClaim = (source: Statement.Fragment, now: Statement.Fragment) =>
+    sql`INSERT INTO ${table} (tool, effect_key, fence, owner, lease_expires_at, taken_over, record, expires_at)
+      ${source}
+      ON CONFLICT (tool, effect_key) DO UPDATE SET
+        fence = ${table}.fence + 1,
+        owner = excluded.owner,
+        lease_expires_at = excluded.lease_expires_at,
+        taken_over = CASE WHEN ${table}.record IS NULL AND ${table}.owner IS NOT NULL THEN 1 ELSE 0 END,
+        record = NULL,
+        expires_at = excluded.expires_at
+      WHERE (${table}.record IS NULL AND (${table}.owner IS NULL OR ${table}.lease_expires_at <= ${now}))
+         OR ${table}.expires_at <= ${now}
+      RETURNING fence, taken_over`
+
+  // One round trip on PostgreSQL, recorded key or new: a data-modifying CTE
+  // reads the row, inserts the claim only when nothing live holds the key (so
+  // that a replay takes no row lock), and answers the row it did not claim.
+  // SQLite has no such statement: it claims, then reads what it could not
+  // claim, which costs no network.
+  const claimRows = (id: EffectId, owner: string, ttlMillis: number) =>
+    Effect.flatMap(currentTime, (now) =>
+      sql.onDialectOrElse({
+        pg: () =>
+          sql<ClaimRow>`WITH current AS (
+              SELECT owner, lease_expires_at, record FROM ${table}
+              WHERE tool = ${id.tool} AND effect_key = ${id.key} AND expires_at > ${now}
+            ), claimed AS (${
+            upsertClaim(
+              sql`SELECT ${id.tool}, ${id.key}, 1, ${owner}, ${now} + ${ttlMillis}, 0, NULL, ${now} + ${ttlMillis + retention}
+                WHERE NOT EXISTS (SELECT 1 FROM current WHERE record IS NOT NULL OR (owner IS NOT NULL AND lease_expires_at > ${now}))`,
+              now
+            )
+          })
+            SELECT fence, taken_over, NULL::text AS owner, NULL::bigint AS lease_expires_at, NULL::text AS record FROM claimed
+            UNION ALL
+            SELECT NULL, NULL, owner, lease_expires_at, record FROM current WHERE NOT EXISTS (SELECT 1 FROM claimed)`,
+        orElse: () =>
+          Effect.flatMap(
+            sql<{ readonly fence: unknown; readonly taken_over: unknown }>`${
+              upsertClaim(
+                sql`VALUES (${id.tool}, ${id.key}, 1, ${owner}, ${now} + ${ttlMillis}, 0, NULL, ${now} + ${ttlMillis + retention})`,
+                now
+              )
+            }`,
+            (claimed): Effect.Effect<ReadonlyArray<ClaimRow>, SqlError> =>
+              claimed.length > 0
+                ? Effect.succeed(claimed.map((row) => ({ ...row, owner: null, lease_expires_at: null, record: null })))
+                : sql<ClaimRow>`SELECT NULL AS fence, NULL AS taken_over, owner, lease_expires_at, record FROM ${table}
+                    WHERE tool = ${id.tool} AND effect_key = ${id.key}`
+          )
+      })
+    )
+
   const claim = (id: EffectId, { owner, ttl }: { readonly owner: string; readonly ttl: Duration.Duration }) =>
     Effect.gen(function*() {
       const ttlMillis = Duration.toMillis(ttl)
       for (;;) {
-        const now = yield* currentTime
-        // One statement: a new key is inserted; an existing row is taken
-        // only when its record expired, or its claim was released or lapsed.
-        const claimed = yield* sql<{ readonly fence: unknown; readonly taken_over: unknown }>`
-          INSERT INTO ${table} (tool, effect_key, fence, owner, lease_expires_at, taken_over, record, expires_at)
-          VALUES (${id.tool}, ${id.key}, 1, ${owner}, ${now} + ${ttlMillis}, 0, NULL, ${now} + ${ttlMillis + retention})
-          ON CONFLICT (tool, effect_key) DO UPDATE SET
-            fence = ${table}.fence + 1,
-            owner = excluded.owner,
-            lease_expires_at = excluded.lease_expires_at,
-            taken_over = CASE WHEN ${table}.record IS NULL AND ${table}.owner IS NOT NULL THEN 1 ELSE 0 END,
-            record = NULL,
-            expires_at = excluded.expires_at
-          WHERE (${table}.record IS NULL AND (${table}.owner IS NULL OR ${table}.lease_expires_at <= ${now}))
-             OR ${table}.expires_at <= ${now}
-          RETURNING fence, taken_over`.pipe(Effect.mapError(unavailable("claim", id)))
-        const [won] = claimed
-        if (won !== undefined) return Claim.Claimed({ fence: Number(won.fence), takenOver: Number(won.taken_over) === 1 })
-        const [held] = yield* sql<{ readonly owner: string | null; readonly lease_expires_at: unknown; readonly record: string | null }>`
-          SELECT owner, lease_expires_at, record FROM ${table} WHERE tool = ${id.tool} AND effect_key = ${id.key}`.pipe(
-          Effect.mapError(unavailable("claim", id))
-        )
-        if (held?.record != null) return Claim.Recorded({ recorded: yield* readRecord("claim", id, held.record) })
-        if (held?.owner != null) return Claim.Busy({ owner: held.owner, expiresAt: Number(held.lease_expires_at) })
-        // The row changed between the two statements (released or expired): claim again.
+        const [row] = yield* claimRows(id, owner, ttlMillis).pipe(Effect.mapError(unavailable("claim", id)))
+        if (row?.fence != null) return Claim.Claimed({ fence: Number(row.fence), takenOver: Number(row.taken_over) === 1 })
+        if (row?.record != null) return Claim.Recorded({ recorded: yield* readRecord("claim", id, row.record) })
+        if (row?.owner != null) return Claim.Busy({ owner: row.owner, expiresAt: Number(row.lease_expires_at) })
+        // The row changed under the statement (released, expired, or claimed and recorded since): claim again.
       }
     })
 

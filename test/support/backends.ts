@@ -15,6 +15,7 @@ import { layerSql } from "@tanstack/ai-effect/sql"
 import { layerSqlite } from "@tanstack/ai-effect/sqlite"
 import { Effect, Latch, Layer, Redacted, Schema, type Scope } from "effect"
 import { SqlClient } from "effect/sql/SqlClient"
+import { countRedisCommands, countStatements, type RoundTrips } from "./roundTrips.ts"
 import type { TestServer } from "./services.ts"
 
 export interface Backend {
@@ -22,6 +23,8 @@ export interface Backend {
   readonly layer: (options?: AI.StoreOptions) => Layer.Layer<AI.EffectStore, unknown>
   /** Makes the store stop answering until the scope closes. */
   readonly hang: Effect.Effect<void, unknown, Scope.Scope>
+  /** The store with its requests counted at the driver (none for the memory store, which sends none). */
+  readonly counted?: () => RoundTrips & { readonly layer: Layer.Layer<AI.EffectStore, unknown> }
 }
 
 export const memoryBackend: Backend = {
@@ -33,6 +36,10 @@ export const memoryBackend: Backend = {
 export const sqliteBackend = (filename = join(mkdtempSync(join(tmpdir(), "ai-effect-sqlite-")), "effects.db")): Backend => ({
   name: "sqlite",
   layer: (options) => layerSqlite({ ...options, filename }),
+  counted: () => {
+    const statements = countStatements()
+    return { count: statements.count, layer: Layer.merge(layerSqlite({ filename }), statements.layer) }
+  },
   // Another connection holds the write lock: claims wait until the deadline.
   hang: Effect.acquireRelease(
     Effect.sync(() => {
@@ -52,6 +59,10 @@ export const pgClient = (url: string) => PgClient.layer({ url: Redacted.make(url
 export const postgresBackend = (server: TestServer): Backend => ({
   name: "postgres",
   layer: (options) => layerSql(options).pipe(Layer.provide(pgClient(server.url))),
+  counted: () => {
+    const statements = countStatements()
+    return { count: statements.count, layer: Layer.merge(layerSql().pipe(Layer.provide(pgClient(server.url))), statements.layer) }
+  },
   // Another session locks the table inside an open transaction.
   hang: Effect.gen(function*() {
     const locked = yield* Latch.make()
@@ -73,6 +84,10 @@ export const redisClient = (url: string) =>
 export const redisBackend = (server: TestServer): Backend => ({
   name: "redis",
   layer: (options) => layerRedis(options).pipe(Layer.provide(redisClient(server.url))),
+  counted: () => {
+    const commands = countRedisCommands()
+    return { count: commands.count, layer: layerRedis().pipe(Layer.provide(commands.layer), Layer.provide(redisClient(server.url))) }
+  },
   // Redis stops serving clients for a second, longer than the tests' deadline;
   // it resumes by itself, so that the clients can close afterwards.
   hang: Effect.flatMap(Effect.service(NodeRedis.NodeRedis), ({ client }) =>

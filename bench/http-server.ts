@@ -1,0 +1,77 @@
+/**
+ * A server process of the HTTP benchmark (`bench/http.ts`), one of:
+ *
+ * - `model`: the offline demo model, a fake OpenAI Responses API;
+ * - `effect <port> <model URL>`: the Effect Chat server (`effect/http`, its
+ *   real `/api/chat` route, the SQLite store, the app's tools);
+ * - `core <port> <model URL>`: a route on node:http with core `chat()` and a
+ *   core server tool of the same `get_order`, against the same model.
+ *
+ * It prints `ready <base URL>` once it listens.
+ */
+import { createServer } from 'node:http'
+import { mkdtempSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { chat, chatParamsFromRequest, toServerSentEventsResponse } from '@tanstack/ai'
+import { NodeRuntime } from '@effect/platform-node'
+import { startFakeOpenAI } from '@tanstack/ai-effect/testing'
+import { createOpenaiChat } from '@tanstack/ai-openai'
+import { Effect, Layer } from 'effect'
+import { demoModel } from '../examples/chat-app/demo-model.ts'
+import { ChatApp } from '../examples/chat-app/server.ts'
+import { getOrderDef } from '../examples/orders/tools.ts'
+
+const [kind, portText, modelURL] = process.argv.slice(2)
+const port = Number(portText)
+const host = '127.0.0.1'
+
+if (kind === 'model') {
+  const model = await startFakeOpenAI(demoModel)
+  console.log(`ready ${model.baseURL}`)
+} else if (kind === 'effect') {
+  const directory = mkdtempSync(join(tmpdir(), 'ai-effect-bench-http-'))
+  NodeRuntime.runMain(
+    Layer.launch(
+      ChatApp({
+        adapter: createOpenaiChat('gpt-5.2', 'offline', { baseURL: modelURL! }),
+        modelLabel: 'offline demo model',
+        offline: true,
+        effectsDb: join(directory, 'effects.db'),
+        webRoot: directory,
+        port,
+        host,
+        accessLog: false,
+      }).pipe(Layer.merge(Layer.effectDiscard(Effect.sync(() => console.log(`ready http://${host}:${port}`))))),
+    ),
+    { disableErrorReporting: false },
+  )
+} else if (kind === 'core') {
+  const adapter = createOpenaiChat('gpt-5.2', 'offline', { baseURL: modelURL! })
+  const getOrder = getOrderDef.server(async ({ id }) => {
+    if (id !== 'A-100') throw new Error(`OrderNotFound: ${id}`)
+    return { status: 'shipped' }
+  })
+  const server = createServer(async (req, res) => {
+    const chunks: Array<Buffer> = []
+    for await (const chunk of req) chunks.push(chunk as Buffer)
+    const request = new Request(`http://${host}:${port}${req.url}`, {
+      method: req.method!,
+      headers: req.headers as Record<string, string>,
+      body: Buffer.concat(chunks),
+    })
+    try {
+      const params = await chatParamsFromRequest(request)
+      const response = toServerSentEventsResponse(chat({ adapter, ...params, tools: [getOrder] }))
+      res.writeHead(response.status, Object.fromEntries(response.headers))
+      for await (const chunk of response.body!) res.write(chunk)
+      res.end()
+    } catch (error) {
+      res.writeHead(error instanceof Response ? error.status : 500).end(String(error))
+    }
+  })
+  server.listen(port, host, () => console.log(`ready http://${host}:${port}`))
+} else {
+  console.error(`Unknown server kind: ${kind}`)
+  process.exit(2)
+}
