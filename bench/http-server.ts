@@ -5,7 +5,10 @@
  * - `effect <port> <model URL>`: the Effect Chat server (`effect/http`, its
  *   real `/api/chat` route, the SQLite store, the app's tools);
  * - `core <port> <model URL>`: a route on node:http with core `chat()` and a
- *   core server tool of the same `get_order`, against the same model.
+ *   core server tool of the same `get_order`, against the same model;
+ * - `core-on-effect-http <port> <model URL>`: the same core route served by
+ *   `effect/http` as the Effect Chat server serves its own (the web request
+ *   and response converted), which tells the HTTP layer's share apart.
  *
  * It prints `ready <base URL>` once it listens.
  */
@@ -14,15 +17,29 @@ import { mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { chat, chatParamsFromRequest, toServerSentEventsResponse } from '@tanstack/ai'
-import { NodeRuntime } from '@effect/platform-node'
+import { NodeHttpServer, NodeRuntime } from '@effect/platform-node'
 import { startFakeOpenAI } from '@tanstack/ai-effect/testing'
 import { createOpenaiChat } from '@tanstack/ai-openai'
 import { Effect, Layer } from 'effect'
+import { HttpRouter, HttpServerRequest, HttpServerResponse } from 'effect/http'
 import { demoModel } from '../examples/chat-app/demo-model.ts'
 import { ChatApp } from '../examples/chat-app/server.ts'
 import { getOrderDef } from '../examples/orders/tools.ts'
 
 const [kind, portText, modelURL] = process.argv.slice(2)
+
+/** Core's route: `chat()` with a core server tool of the app's `get_order`. */
+function coreRoute() {
+  const adapter = createOpenaiChat('gpt-5.2', 'offline', { baseURL: modelURL! })
+  const getOrder = getOrderDef.server(async ({ id }) => {
+    if (id !== 'A-100') throw new Error(`OrderNotFound: ${id}`)
+    return { status: 'shipped' }
+  })
+  return async (request: Request): Promise<Response> => {
+    const params = await chatParamsFromRequest(request)
+    return toServerSentEventsResponse(chat({ adapter, ...params, tools: [getOrder] }))
+  }
+}
 const port = Number(portText)
 const host = '127.0.0.1'
 
@@ -46,12 +63,24 @@ if (kind === 'model') {
     ),
     { disableErrorReporting: false },
   )
+} else if (kind === 'core-on-effect-http') {
+  const route = coreRoute()
+  const Api = HttpRouter.use((router) =>
+    router.add('POST', '/api/chat', (request) =>
+      Effect.map(
+        Effect.flatMap(HttpServerRequest.toWeb(request), (web) => Effect.promise(() => route(web))),
+        HttpServerResponse.fromWeb,
+      )))
+  NodeRuntime.runMain(
+    Layer.launch(
+      HttpRouter.serve(Api, { disableListenLog: true, disableLogger: true }).pipe(
+        Layer.provide(NodeHttpServer.layer(createServer, { port, host })),
+        Layer.merge(Layer.effectDiscard(Effect.sync(() => console.log(`ready http://${host}:${port}`)))),
+      ),
+    ),
+  )
 } else if (kind === 'core') {
-  const adapter = createOpenaiChat('gpt-5.2', 'offline', { baseURL: modelURL! })
-  const getOrder = getOrderDef.server(async ({ id }) => {
-    if (id !== 'A-100') throw new Error(`OrderNotFound: ${id}`)
-    return { status: 'shipped' }
-  })
+  const route = coreRoute()
   const server = createServer(async (req, res) => {
     const chunks: Array<Buffer> = []
     for await (const chunk of req) chunks.push(chunk as Buffer)
@@ -61,8 +90,7 @@ if (kind === 'model') {
       body: Buffer.concat(chunks),
     })
     try {
-      const params = await chatParamsFromRequest(request)
-      const response = toServerSentEventsResponse(chat({ adapter, ...params, tools: [getOrder] }))
+      const response = await route(request)
       res.writeHead(response.status, Object.fromEntries(response.headers))
       for await (const chunk of response.body!) res.write(chunk)
       res.end()

@@ -1,12 +1,13 @@
 /**
  * A chat server under load: the Effect Chat server (its real route on
  * `effect/http`, the SQLite store, the app's tools) against a core-only route
- * (node:http, core `chat()`, a core server tool), both answering from the same
- * offline demo model. Each runs in a process of its own, and autocannon drives
- * one at a time with a bounded number of connections on 127.0.0.1, rounds
- * alternating: requests per second, p50 and p99 latency, and the server
- * process's CPU per request (user + system time from /proc). The Effect Chat
- * server runs without its access log, since the core route writes none.
+ * (node:http, core `chat()`, a core server tool), and that core route served
+ * by `effect/http`, all answering from the same offline demo model. Each
+ * runs in a process of its own, and autocannon drives one at a time with a
+ * bounded number of connections on 127.0.0.1, rounds alternating: requests
+ * per second, p50 and p99 latency, and the server process's CPU per
+ * request (user + system time from /proc). The Effect Chat server runs
+ * without its access log, since the core route writes none.
  */
 import { type ChildProcess, spawn } from 'node:child_process'
 import { readFileSync } from 'node:fs'
@@ -18,7 +19,7 @@ import { freePort } from '../test/support/services.ts'
 
 export interface HttpRow {
   readonly case: string
-  readonly server: 'core' | 'effect'
+  readonly server: Kind
   readonly requestsPerSecond: number
   readonly p50Millis: number
   readonly p99Millis: number
@@ -30,6 +31,10 @@ const cases = [
   { case: 'a text answer', question: 'Hello there' },
   { case: 'a turn with a tool call (get_order)', question: 'Where is order A-100?' },
 ] as const
+
+/** The servers, in the order of the table: core on node:http, core on effect/http, Effect Chat. */
+const kinds = ['core', 'core-on-effect-http', 'effect'] as const
+type Kind = (typeof kinds)[number]
 
 interface Server {
   readonly url: string
@@ -79,18 +84,17 @@ export const benchHttp = async (options: { readonly quick: boolean }): Promise<R
   const rounds = options.quick ? 1 : 3
   const connections = 8
   const model = await start(['model'])
-  const servers = {
-    effect: await start(['effect', String(await freePort()), model.url]),
-    core: await start(['core', String(await freePort()), model.url]),
-  }
+  const servers = {} as Record<Kind, Server>
+  for (const kind of kinds) servers[kind] = await start([kind, String(await freePort()), model.url])
   const rows: Array<HttpRow> = []
   try {
     for (const { case: name, question } of cases) {
-      const samples = { effect: [] as Array<Omit<HttpRow, 'case' | 'server'>>, core: [] as Array<Omit<HttpRow, 'case' | 'server'>> }
-      // A short warm-up of each, then rounds that alternate the two.
-      for (const kind of ['core', 'effect'] as const) await load(servers[kind].url, question, 1, connections)
+      type Sample = Omit<HttpRow, 'case' | 'server'>
+      const samples = Object.fromEntries(kinds.map((kind) => [kind, [] as Array<Sample>])) as Record<Kind, Array<Sample>>
+      // A short warm-up of each, then rounds that alternate their order.
+      for (const kind of kinds) await load(servers[kind].url, question, 1, connections)
       for (let round = 0; round < rounds; round++) {
-        for (const kind of round % 2 === 0 ? (['core', 'effect'] as const) : (['effect', 'core'] as const)) {
+        for (const kind of round % 2 === 0 ? kinds : [...kinds].reverse()) {
           const server = servers[kind]
           const cpuBefore = cpuMicros(server.child.pid!)
           const result = await load(server.url, question, seconds, connections)
@@ -105,8 +109,8 @@ export const benchHttp = async (options: { readonly quick: boolean }): Promise<R
           })
         }
       }
-      for (const kind of ['core', 'effect'] as const) {
-        const of = (pick: (sample: Omit<HttpRow, 'case' | 'server'>) => number) => median(samples[kind].map(pick))
+      for (const kind of kinds) {
+        const of = (pick: (sample: Sample) => number) => median(samples[kind].map(pick))
         rows.push({
           case: name,
           server: kind,
@@ -119,7 +123,7 @@ export const benchHttp = async (options: { readonly quick: boolean }): Promise<R
       }
     }
   } finally {
-    await Promise.all([stop(servers.effect), stop(servers.core), stop(model)])
+    await Promise.all([...kinds.map((kind) => stop(servers[kind])), stop(model)])
   }
   return rows
 }
