@@ -7,7 +7,7 @@
  * @since 0.1.0
  */
 import type { StreamChunk } from "@tanstack/ai"
-import { Predicate, Schema, Stream } from "effect"
+import { Option, Predicate, Schema, Stream } from "effect"
 
 /**
  * Why an activity failed:
@@ -71,6 +71,15 @@ const statusOf = (error: unknown): number | undefined => {
   return undefined
 }
 
+/**
+ * Google's error body, `{"error":{"code":429,"message":...,"status":...}}`:
+ * the Gemini SDK's error message is that body, and the Gemini adapter passes
+ * on only the message (no status) when a chat turn or structured output fails.
+ */
+const decodeGoogleError = Schema.decodeUnknownOption(
+  Schema.fromJsonString(Schema.Struct({ error: Schema.Struct({ code: Schema.Int, message: Schema.String }) }))
+)
+
 const isAbort = (error: unknown, signal: AbortSignal): boolean =>
   signal.aborted ||
   (Predicate.hasProperty(error, "name") && (error.name === "AbortError" || error.name === "APIUserAbortError"))
@@ -82,8 +91,10 @@ const isAbort = (error: unknown, signal: AbortSignal): boolean =>
  * @internal
  */
 export const toAiError = (activity: string, error: unknown, signal: AbortSignal): AiError => {
-  const status = statusOf(error)
-  const message = Predicate.hasProperty(error, "message") && Predicate.isString(error.message) ? error.message : String(error)
+  const text = Predicate.hasProperty(error, "message") && Predicate.isString(error.message) ? error.message : String(error)
+  const google = Option.getOrUndefined(decodeGoogleError(text))
+  const status = statusOf(error) ?? google?.error.code
+  const message = google?.error.message ?? text
   const reason: AiErrorReason = isAbort(error, signal)
     ? "aborted"
     : status === 429

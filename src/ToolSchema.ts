@@ -208,7 +208,8 @@ export const assertObjectRoot = (schema: ToolSchema<Schema.Constraint>, use: str
   throw new ToolSchemaError({
     path: "$",
     reason: `${use} must be a JSON object, and this schema describes ${described}`,
-    remedy: "Wrap the value in a struct, such as Schema.Struct({ value: ... })."
+    remedy:
+      "Every provider takes an object here (OpenAI's function parameters, Anthropic's input_schema, Gemini's parametersJsonSchema): wrap the value in a struct, such as Schema.Struct({ value: ... })."
   })
 }
 

@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { BrowserContext, Page } from 'playwright-core'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import { startFakeAnthropic, startFakeGemini } from '@tanstack/ai-effect/testing'
 import { ensureBuilt } from '../examples/chat-app/build.ts'
 import { chatRequestBody } from './support/agui.ts'
 import { launchBrowser, missingBrowser, screenshotPath } from './support/browser.ts'
@@ -25,11 +26,15 @@ interface RunningApp {
 const root = join(import.meta.dirname, '..')
 
 /** Starts the app as `npm start` does: node with the source condition, running examples/chat-app/main.ts. */
-const startApp = async (options: { readonly port: number; readonly effectsDb: string }): Promise<RunningApp> => {
-  const { OPENAI_API_KEY: _key, ...env } = process.env
+const startApp = async (options: {
+  readonly port: number
+  readonly effectsDb: string
+  readonly env?: Readonly<Record<string, string>>
+}): Promise<RunningApp> => {
+  const { OPENAI_API_KEY: _openai, ANTHROPIC_API_KEY: _anthropic, GEMINI_API_KEY: _gemini, ...env } = process.env
   const child: ChildProcess = spawn(process.execPath, ['--conditions=@tanstack/ai-effect/source', 'examples/chat-app/main.ts'], {
     cwd: root,
-    env: { ...env, PORT: String(options.port), HOST: '127.0.0.1', EFFECTS_DB: options.effectsDb },
+    env: { ...env, ...options.env, PORT: String(options.port), HOST: '127.0.0.1', EFFECTS_DB: options.effectsDb },
     stdio: ['ignore', 'pipe', 'pipe'],
   })
   let output = ''
@@ -63,8 +68,8 @@ beforeAll(async () => {
   await ensureBuilt()
 }, 120_000)
 
-const freshApp = async () => {
-  const options = { port: await freePort(), effectsDb: join(mkdtempSync(join(tmpdir(), 'ai-effect-chat-')), 'effects.db') }
+const freshApp = async (env: Readonly<Record<string, string>> = {}) => {
+  const options = { port: await freePort(), effectsDb: join(mkdtempSync(join(tmpdir(), 'ai-effect-chat-')), 'effects.db'), env }
   const app = await startApp(options)
   running.push(app)
   return { app, options }
@@ -90,6 +95,35 @@ describe('Effect Chat over plain HTTP', () => {
     const text = events.filter((event) => event.type === 'TEXT_MESSAGE_CONTENT').map((event) => event.delta).join('')
     expect(text).toBe('Order A-100 is shipped.')
   }, 60_000)
+
+  const providers = [
+    { key: 'ANTHROPIC', start: startFakeAnthropic, model: 'claude-sonnet-4-5' },
+    { key: 'GEMINI', start: startFakeGemini, model: 'gemini-2.5-flash' },
+  ] as const
+  for (const { key, start, model } of providers) {
+    it(`${key}_API_KEY with ${key}_BASE_URL runs the app on that provider: its tool call, the tool's result and its answer reach the client`, async () => {
+      const provider = await start([
+        { toolCalls: [{ name: 'get_order', args: { id: 'A-100' }, id: 'call_1' }] },
+        { text: 'Order A-100 is shipped.' },
+      ])
+      try {
+        const { app } = await freshApp({ [`${key}_API_KEY`]: 'test-key', [`${key}_BASE_URL`]: provider.baseURL })
+        expect(await (await fetch(`${app.url}/api/info`)).json()).toEqual({ model, offline: false })
+        const response = await fetch(`${app.url}/api/chat`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: chatRequestBody({ threadId: `thread-${key}`, runId: `run-${key}` }, 'Where is order A-100?'),
+        })
+        const events = (await response.text()).split('\n').filter((line) => line.startsWith('data: ')).map((line) => JSON.parse(line.slice(6)))
+        expect(events.find((event) => event.type === 'TOOL_CALL_RESULT')).toMatchObject({ content: JSON.stringify({ status: 'shipped' }) })
+        expect(provider.toolResults(1)).toEqual([{ callId: 'call_1', output: JSON.stringify({ status: 'shipped' }) }])
+        const text = events.filter((event) => event.type === 'TEXT_MESSAGE_CONTENT').map((event) => event.delta).join('')
+        expect(text).toBe('Order A-100 is shipped.')
+      } finally {
+        await provider.close()
+      }
+    }, 60_000)
+  }
 })
 
 const noBrowser = missingBrowser()

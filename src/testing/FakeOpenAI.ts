@@ -8,59 +8,26 @@
  *
  * @since 0.1.0
  */
-import { once } from "node:events"
-import { createServer, type ServerResponse } from "node:http"
-import type { AddressInfo } from "node:net"
-import { Effect } from "effect"
-import type { Scope } from "effect"
-import { argumentsText, textDeltas } from "./internal.ts"
-import type { ScriptedReply } from "./ScriptedText.ts"
+import type { ServerResponse } from "node:http"
+import type { Effect, Scope } from "effect"
+import type { FakeFailure, FakeProviderScript, FakeProviderServer, FakeProviderTurn, FakeReply } from "./FakeProvider.ts"
+import { afterDelay, argumentsText, defaultUsage, eventStream, replyAt, type Route, scopedServer, sendJson, sendMalformedJson, sleep, startFakeHttp, textDeltas } from "./internal.ts"
 
 /**
- * One model turn of the fake: text, then function calls. A function gets the
- * request body of the turn, so a reply can depend on what the model was sent.
+ * One model turn of the fake OpenAI server.
  *
  * @since 0.1.0
  * @category models
  */
-export type FakeTurn =
-  | FakeReply
-  | ((request: ResponsesRequest) => FakeReply)
+export type FakeTurn = FakeProviderTurn<ResponsesRequest>
 
 /**
- * A script: fixed turns played in order, or a model policy that answers every
- * request (its index counts from 0).
+ * A script of the fake OpenAI server.
  *
  * @since 0.1.0
  * @category models
  */
-export type FakeScript = ReadonlyArray<FakeTurn> | ((request: ResponsesRequest, index: number) => FakeReply)
-
-/**
- * What the fake model answers in one turn.
- *
- * @since 0.1.0
- * @category models
- */
-export interface FakeReply extends ScriptedReply {
-  /** Milliseconds to wait before the response completes. */
-  readonly delayMs?: number
-  /** Answer with this HTTP error instead (a 429 rate limit, a 500). */
-  readonly failure?: FakeFailure
-  /** Answer 200 with a body that is not JSON. */
-  readonly malformed?: boolean
-}
-
-/**
- * An HTTP error the fake answers with, in OpenAI's error shape.
- *
- * @since 0.1.0
- * @category models
- */
-export interface FakeFailure {
-  readonly status: number
-  readonly message?: string
-}
+export type FakeScript = FakeProviderScript<ResponsesRequest>
 
 /**
  * How the fake answers an endpoint other than `/responses`: embeddings and
@@ -108,16 +75,9 @@ export interface ResponsesRequest {
  * @since 0.1.0
  * @category models
  */
-export interface FakeOpenAIServer {
-  /** The base URL for the OpenAI client, ending in `/v1`. */
-  readonly baseURL: string
-  /** The request bodies received by `/responses`, in order. */
-  readonly requests: ReadonlyArray<ResponsesRequest>
+export interface FakeOpenAIServer extends FakeProviderServer<ResponsesRequest> {
   /** The requests received by the other endpoints (embeddings, images), in order. */
   readonly otherRequests: ReadonlyArray<{ readonly path: string; readonly body: Record<string, unknown> }>
-  /** How many requests were aborted by the client before they completed. */
-  readonly aborted: () => number
-  readonly close: () => Promise<void>
 }
 
 /**
@@ -140,19 +100,17 @@ export interface FakeOpenAIServer {
 export const startFakeOpenAI = async (script: FakeScript, options: FakeOpenAIOptions = {}): Promise<FakeOpenAIServer> => {
   const requests: Array<ResponsesRequest> = []
   const otherRequests: Array<{ readonly path: string; readonly body: Record<string, unknown> }> = []
-  let aborted = 0
-  const endpoints: Record<string, (body: Record<string, unknown>, res: ServerResponse) => void> = {
+  const routes: Record<string, Route> = {
     "/v1/responses": (body, res) => {
       const request = body as ResponsesRequest
       const index = requests.length
       requests.push(request)
-      const turn = typeof script === "function" ? script(request, index) : script[index]
-      if (turn === undefined) return sendFailure(res, { status: 500, message: `The script has no turn ${index + 1}` })
-      const reply = typeof turn === "function" ? turn(request) : turn
-      if (reply.failure !== undefined) return sendFailure(res, reply.failure)
-      if (reply.malformed === true) return sendMalformed(res)
+      const reply = replyAt(script, request, index)
+      if (reply === undefined) return sendFailure(res, { status: 500, message: `The script has no turn ${index + 1}` })
+      if (reply.failure !== undefined) return afterDelay(res, reply.delayMs, () => sendFailure(res, reply.failure!))
       // The SDK asks for a stream for chat, and for a whole response for structured output.
-      return request.stream === true ? void streamReply(res, request.model, index, reply) : sendResponse(res, request.model, index, reply)
+      if (request.stream !== true) return reply.malformed === true ? sendMalformedJson(res) : sendResponse(res, request.model, index, reply)
+      return void streamReply(res, request.model, index, reply)
     },
     "/v1/embeddings": (body, res) => {
       otherRequests.push({ path: "/v1/embeddings", body })
@@ -174,32 +132,26 @@ export const startFakeOpenAI = async (script: FakeScript, options: FakeOpenAIOpt
       }))
     }
   }
-  const server = createServer((req, res) => {
-    const endpoint = req.method === "POST" ? endpoints[req.url ?? ""] : undefined
-    if (endpoint === undefined) return sendFailure(res, { status: 404, message: `No route ${req.method} ${req.url}` })
-    let body = ""
-    req.setEncoding("utf8")
-    req.on("data", (part: string) => (body += part))
-    req.on("end", () => {
-      res.on("close", () => {
-        if (!res.writableFinished) aborted++
-      })
-      endpoint(JSON.parse(body) as Record<string, unknown>, res)
-    })
-  })
-  server.listen(0, "127.0.0.1")
-  await once(server, "listening")
-  const { port } = server.address() as AddressInfo
+  const http = await startFakeHttp(
+    (method, path) => method === "POST" ? routes[path] : undefined,
+    (res, status, message) => sendFailure(res, { status, message })
+  )
   return {
-    baseURL: `http://127.0.0.1:${port}/v1`,
+    baseURL: `${http.origin}/v1`,
     requests,
     otherRequests,
-    aborted: () => aborted,
-    close: () =>
-      new Promise<void>((resolve, reject) => {
-        server.closeAllConnections()
-        server.close((error) => (error ? reject(error) : resolve()))
-      })
+    tools: (index) =>
+      (requests[index]?.tools ?? []).map((tool) => ({
+        name: tool.name,
+        parameters: tool.parameters,
+        ...(tool.strict === undefined ? {} : { strict: tool.strict })
+      })),
+    toolResults: (index) =>
+      (requests[index]?.input ?? []).flatMap((item) =>
+        item.type === "function_call_output" ? [{ callId: String(item.call_id), output: String(item.output) }] : []
+      ),
+    aborted: http.aborted,
+    close: http.close
   }
 }
 
@@ -221,31 +173,18 @@ export const startFakeOpenAI = async (script: FakeScript, options: FakeOpenAIOpt
  * @category constructors
  */
 export const fakeOpenAI = (script: FakeScript, options?: FakeOpenAIOptions): Effect.Effect<FakeOpenAIServer, never, Scope.Scope> =>
-  Effect.acquireRelease(
-    Effect.promise(() => startFakeOpenAI(script, options)),
-    (server) => Effect.promise(() => server.close())
-  )
+  scopedServer(() => startFakeOpenAI(script, options))
 
-const sendFailure = (res: ServerResponse, failure: FakeFailure): void => {
-  res.writeHead(failure.status, { "content-type": "application/json" })
-  res.end(JSON.stringify({ error: { message: failure.message ?? `Fake failure ${failure.status}`, type: "fake_error", code: null } }))
-}
+const sendFailure = (res: ServerResponse, failure: FakeFailure): void =>
+  sendJson(res, failure.status, { error: { message: failure.message ?? `Fake failure ${failure.status}`, type: "fake_error", code: null } })
 
-const sendMalformed = (res: ServerResponse): void => {
-  res.writeHead(200, { "content-type": "application/json" })
-  res.end("{ this is not json")
-}
 
-const answerOther = (res: ServerResponse, endpoint: FakeEndpoint | undefined, body: () => unknown): void => {
-  const answer = () => {
+const answerOther = (res: ServerResponse, endpoint: FakeEndpoint | undefined, body: () => unknown): void =>
+  afterDelay(res, endpoint?.delayMs, () => {
     if (endpoint?.failure !== undefined) return sendFailure(res, endpoint.failure)
-    if (endpoint?.malformed === true) return sendMalformed(res)
-    res.writeHead(200, { "content-type": "application/json" })
-    res.end(JSON.stringify(body()))
-  }
-  if (endpoint?.delayMs === undefined) answer()
-  else setTimeout(() => res.destroyed || answer(), endpoint.delayMs)
-}
+    if (endpoint?.malformed === true) return sendMalformedJson(res)
+    sendJson(res, 200, body())
+  })
 
 /** A small vector made from the text, the same for the same text. */
 const vectorOf = (text: string): Array<number> => {
@@ -258,10 +197,22 @@ const vectorOf = (text: string): Array<number> => {
 const fakeImage = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
 
 /** A whole (not streamed) Responses API answer: the reply's text as one message. */
-const sendResponse = (res: ServerResponse, model: string, index: number, reply: FakeReply): void => {
-  const answer = () => {
-    res.writeHead(200, { "content-type": "application/json" })
-    res.end(JSON.stringify({
+/** The usage of a turn in the Responses API's shape. */
+const usageOf = (reply: FakeReply) => {
+  const { inputTokens, outputTokens } = reply.usage ?? defaultUsage
+  return {
+    input_tokens: inputTokens,
+    output_tokens: outputTokens,
+    total_tokens: inputTokens + outputTokens,
+    input_tokens_details: { cached_tokens: 0 },
+    output_tokens_details: { reasoning_tokens: 0 }
+  }
+}
+
+/** A whole (not streamed) Responses API answer: the reply's text as one message. */
+const sendResponse = (res: ServerResponse, model: string, index: number, reply: FakeReply): void =>
+  afterDelay(res, reply.delayMs, () =>
+    sendJson(res, 200, {
       id: `resp_${index}`,
       object: "response",
       created_at: Math.floor(Date.now() / 1000),
@@ -274,23 +225,17 @@ const sendResponse = (res: ServerResponse, model: string, index: number, reply: 
         status: "completed",
         content: [{ type: "output_text", text: textDeltas(reply).join(""), annotations: [] }]
       }],
-      usage: { input_tokens: 10, output_tokens: 5, total_tokens: 15, input_tokens_details: { cached_tokens: 0 }, output_tokens_details: { reasoning_tokens: 0 } }
+      usage: usageOf(reply)
     }))
-  }
-  if (reply.delayMs === undefined) answer()
-  else setTimeout(() => res.destroyed || answer(), reply.delayMs)
-}
 
-const streamReply = async (
-  res: ServerResponse,
-  model: string,
-  index: number,
-  reply: FakeReply
-): Promise<void> => {
-  res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive" })
+const streamReply = async (res: ServerResponse, model: string, index: number, reply: FakeReply): Promise<void> => {
+  const write = eventStream(res)
+  if (reply.malformed === true) {
+    res.write("event: response.created\ndata: { this is not json\n\n")
+    return void res.end()
+  }
   let sequence = 0
-  const send = (event: Record<string, unknown> & { type: string }) =>
-    res.write(`event: ${event.type}\ndata: ${JSON.stringify({ ...event, sequence_number: sequence++ })}\n\n`)
+  const send = (event: Record<string, unknown> & { type: string }) => write({ ...event, sequence_number: sequence++ }, event.type)
   const responseId = `resp_${index}`
   const output: Array<Record<string, unknown>> = []
   const response = (status: string) => ({
@@ -300,9 +245,7 @@ const streamReply = async (
     model,
     status,
     output: status === "completed" ? output : [],
-    usage: status === "completed"
-      ? { input_tokens: 10, output_tokens: 5, total_tokens: 15, input_tokens_details: { cached_tokens: 0 }, output_tokens_details: { reasoning_tokens: 0 } }
-      : null
+    usage: status === "completed" ? usageOf(reply) : null
   })
   send({ type: "response.created", response: response("in_progress") })
   const deltas = textDeltas(reply)
@@ -334,7 +277,7 @@ const streamReply = async (
     send({ type: "response.function_call_arguments.done", item_id: itemId, output_index: outputIndex, arguments: args })
     output.push({ type: "function_call", id: itemId, call_id: callId, name: call.name, arguments: args, status: "completed" })
   }
-  if (reply.delayMs !== undefined) await new Promise((resolve) => setTimeout(resolve, reply.delayMs))
+  await sleep(reply.delayMs)
   if (res.destroyed) return
   send({ type: "response.completed", response: response("completed") })
   res.end()

@@ -4,6 +4,9 @@
  *
  * @since 0.1.0
  */
+export * from "./FakeProvider.ts"
 export * from "./FakeOpenAI.ts"
+export * from "./FakeAnthropic.ts"
+export * from "./FakeGemini.ts"
 export * from "./ScriptedText.ts"
 export * from "./ScriptedActivities.ts"

@@ -32,3 +32,56 @@ describe("the getting-started program, run from the installed package", () => {
     expect(readFileSync(join(dir, "outbox.txt"), "utf8")).toBe("ada: Welcome aboard\n")
   })
 })
+
+/** A tool call through each provider's real adapter, against the installed package's fake server of it. */
+const providersProgram = `
+import { toolDefinition } from "@tanstack/ai"
+import { createAnthropicChat } from "@tanstack/ai-anthropic"
+import * as AI from "@tanstack/ai-effect"
+import { startFakeAnthropic, startFakeGemini, startFakeOpenAI } from "@tanstack/ai-effect/testing"
+import { createGeminiChat } from "@tanstack/ai-gemini"
+import { createOpenaiChat } from "@tanstack/ai-openai"
+import { Effect, Schema, Stream } from "effect"
+
+const getOrder = AI.serverTool(
+  toolDefinition({
+    name: "get_order",
+    description: "Get the status of an order",
+    inputSchema: AI.toolSchema(Schema.Struct({ id: Schema.String, note: Schema.optional(Schema.String) })),
+    outputSchema: AI.toolSchema(Schema.Struct({ status: Schema.String }))
+  }),
+  ({ id, note }) => Effect.succeed({ status: id + ":" + String(note) })
+)
+const script = [{ toolCalls: [{ name: "get_order", args: { id: "A-100", note: null }, id: "call_1" }] }, { text: "Shipped." }]
+const servers = [
+  ["openai", await startFakeOpenAI(script), (url) => createOpenaiChat("gpt-5.2", "k", { baseURL: url, maxRetries: 0 })],
+  ["anthropic", await startFakeAnthropic(script), (url) => createAnthropicChat("claude-sonnet-4-5", "k", { baseURL: url, maxRetries: 0 })],
+  ["gemini", await startFakeGemini(script), (url) => createGeminiChat("gemini-2.5-flash", "k", { baseURL: url })]
+] as const
+for (const [name, server, adapter] of servers) {
+  const chunks = await Effect.runPromise(Stream.runCollect(
+    AI.chat({ adapter: adapter(server.baseURL), messages: [{ role: "user", content: "?" }], tools: [getOrder], runId: "r", threadId: "t" })
+  ))
+  const text = chunks.flatMap((chunk) => chunk.type === "TEXT_MESSAGE_CONTENT" ? [chunk.delta] : []).join("")
+  console.log(name + ": " + JSON.stringify({ results: server.toolResults(1), text }))
+  await server.close()
+}
+`
+
+describe("the fake provider servers, run from the installed package", () => {
+  it("drive the real OpenAI, Anthropic and Gemini adapters: a tool call decodes, its result reaches the model, the answer streams", async () => {
+    const dir = join(consumer().dir, "providers")
+    mkdirSync(dir, { recursive: true })
+    writeFileSync(join(dir, "providers.ts"), providersProgram)
+    const ran = await run(nodes().oldest, ["providers.ts"], dir)
+    expect(ran.code, ran.stderr).toBe(0)
+    for (const name of ["openai", "anthropic", "gemini"]) {
+      const line = ran.stdout.match(new RegExp(`^${name}: (.*)$`, "m"))
+      expect(line, ran.stdout).not.toBeNull()
+      expect(JSON.parse(line![1]!)).toEqual({
+        results: [{ callId: "call_1", output: JSON.stringify({ status: "A-100:undefined" }) }],
+        text: "Shipped."
+      })
+    }
+  })
+})

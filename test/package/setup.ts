@@ -24,6 +24,8 @@ const besideThePackage = [
   "@effect/sql-pg",
   "redis",
   "@tanstack/ai-openai",
+  "@tanstack/ai-anthropic",
+  "@tanstack/ai-gemini",
   "@tanstack/ai-react",
   "react",
   "@effect/vitest",
