@@ -21,7 +21,18 @@ const modules: ReadonlyArray<{ readonly importPath: string; readonly files: Read
   { importPath: '@tanstack/ai-effect/sqlite', files: ['sqlite/index.ts'] },
   { importPath: '@tanstack/ai-effect/sql', files: ['sql/SqlEffectStore.ts'] },
   { importPath: '@tanstack/ai-effect/redis', files: ['redis/index.ts'] },
-  { importPath: '@tanstack/ai-effect/testing', files: ['testing/ScriptedText.ts', 'testing/ScriptedActivities.ts', 'testing/FakeOpenAI.ts'] },
+  { importPath: '@tanstack/ai-effect/durable', files: ['durable/DurableAgent.ts', 'durable/DurableEngine.ts'] },
+  {
+    importPath: '@tanstack/ai-effect/testing',
+    files: [
+      'testing/ScriptedText.ts',
+      'testing/ScriptedActivities.ts',
+      'testing/FakeProvider.ts',
+      'testing/FakeOpenAI.ts',
+      'testing/FakeAnthropic.ts',
+      'testing/FakeGemini.ts',
+    ],
+  },
 ]
 
 interface Entry {

@@ -20,6 +20,7 @@ import {
 import { createGeminiChat } from "@tanstack/ai-gemini"
 import { createOpenaiChat } from "@tanstack/ai-openai"
 import { Deferred, Effect, Fiber, Ref, Schema, type Scope, Stream } from "effect"
+import { getOrderDef, notifyDef } from "./support/tools.ts"
 import { inMemoryTracer } from "./support/tracing.ts"
 
 interface Provider {
@@ -60,12 +61,6 @@ const providers: ReadonlyArray<Provider> = [
 const user = [{ role: "user" as const, content: "Where is my order?" }]
 const run = { runId: "run-1", threadId: "thread-1" }
 
-const orderDef = toolDefinition({
-  name: "get_order",
-  description: "Get the status of an order",
-  inputSchema: AI.toolSchema(Schema.Struct({ id: Schema.String })),
-  outputSchema: AI.toolSchema(Schema.Struct({ status: Schema.String }))
-})
 
 const askForOrder: ReadonlyArray<FakeReply> = [
   { toolCalls: [{ name: "get_order", args: { id: "A-100" }, id: "call_1" }] },
@@ -126,7 +121,7 @@ const claims: Record<string, Claim> = {
     Effect.gen(function*() {
       const inputSchema = AI.toolSchema(Schema.Struct({ id: Schema.String, note: Schema.optional(Schema.String) }))
       const tool = AI.serverTool(
-        toolDefinition({ name: "get_order", description: "Get an order", inputSchema, outputSchema: orderDef.outputSchema }),
+        toolDefinition({ name: "get_order", description: "Get an order", inputSchema, outputSchema: getOrderDef.outputSchema }),
         () => Effect.succeed({ status: "shipped" })
       )
       const server = yield* provider.serve([{ text: "Hi." }])
@@ -137,7 +132,7 @@ const claims: Record<string, Claim> = {
   "arguments that do not decode are a tool error naming the path, and the tool does not run": (provider) =>
     Effect.gen(function*() {
       let ran = false
-      const tool = AI.serverTool(orderDef, () => Effect.sync(() => (ran = true)).pipe(Effect.as({ status: "x" })))
+      const tool = AI.serverTool(getOrderDef, () => Effect.sync(() => (ran = true)).pipe(Effect.as({ status: "x" })))
       const server = yield* provider.serve([{ toolCalls: [{ name: "get_order", args: { id: 42 }, id: "call_1" }] }, { text: "Sorry." }])
       yield* Stream.runDrain(chatOn(provider, server, [tool]))
       expect(ran).toBe(false)
@@ -148,7 +143,7 @@ const claims: Record<string, Claim> = {
     (provider) =>
       Effect.gen(function*() {
         let ran = false
-        const tool = AI.serverTool(orderDef, () => Effect.sync(() => (ran = true)).pipe(Effect.as({ status: "x" })))
+        const tool = AI.serverTool(getOrderDef, () => Effect.sync(() => (ran = true)).pipe(Effect.as({ status: "x" })))
         const server = yield* provider.serve([{ toolCalls: [{ name: "get_order", rawArgs: '{"id": "A-1', id: "call_1" }] }, { text: "Sorry." }])
         const chunks = yield* Stream.runCollect(chatOn(provider, server, [tool]))
         expect(ran).toBe(false)
@@ -161,7 +156,7 @@ const claims: Record<string, Claim> = {
 
   "a typed failure and a defect reach the model as tool errors, and the run goes on": (provider) =>
     Effect.gen(function*() {
-      const tool = AI.serverTool(orderDef, ({ id }) => id === "A-1" ? Effect.fail(new OrderNotFound({ id })) : Effect.die(new Error("boom")))
+      const tool = AI.serverTool(getOrderDef, ({ id }) => id === "A-1" ? Effect.fail(new OrderNotFound({ id })) : Effect.die(new Error("boom")))
       const server = yield* provider.serve([
         { toolCalls: [{ name: "get_order", args: { id: "A-1" }, id: "call_1" }, { name: "get_order", args: { id: "A-2" }, id: "call_2" }] },
         { text: "Neither order could be found." }
@@ -177,16 +172,11 @@ const claims: Record<string, Claim> = {
     Effect.gen(function*() {
       const applied = yield* Ref.make(0)
       const notify = AI.effectTool(
-        toolDefinition({
-          name: "notify",
-          description: "Notifies the customer",
-          inputSchema: AI.toolSchema(Schema.Struct({ order: Schema.String })),
-          outputSchema: AI.toolSchema(Schema.Struct({ notification: Schema.Int }))
-        }),
-        () => Ref.updateAndGet(applied, (n) => n + 1).pipe(Effect.map((notification) => ({ notification })))
+        notifyDef,
+        () => Ref.updateAndGet(applied, (n) => n + 1).pipe(Effect.map((sent) => ({ sent })))
       )
       const store = AI.EffectStore.layerMemory()
-      const turns: ReadonlyArray<FakeReply> = [{ toolCalls: [{ name: "notify", args: { order: "A-100" }, id: "call_1" }] }, { text: "Done." }]
+      const turns: ReadonlyArray<FakeReply> = [{ toolCalls: [{ name: "notify", args: { to: "ada" }, id: "call_1" }] }, { text: "Done." }]
       const first = yield* provider.serve(turns)
       yield* Stream.runDrain(chatOn(provider, first, [notify]).pipe(Stream.provide(store)))
       const second = yield* provider.serve(turns)
@@ -198,7 +188,7 @@ const claims: Record<string, Claim> = {
   "progress is live: a Stream tool's first element reaches the consumer while the tool still runs": (provider) =>
     Effect.gen(function*() {
       const released = yield* Deferred.make<void>()
-      const working = AI.serverTool(orderDef, () =>
+      const working = AI.serverTool(getOrderDef, () =>
         Stream.concat(
           Stream.make({ status: "step 1" }),
           Stream.fromEffect(Effect.never.pipe(Effect.ensuring(Deferred.succeed(released, undefined))))
@@ -215,7 +205,7 @@ const claims: Record<string, Claim> = {
     Effect.gen(function*() {
       const events: Array<string> = []
       const started = yield* Deferred.make<void>()
-      const blocking = AI.serverTool(orderDef, () =>
+      const blocking = AI.serverTool(getOrderDef, () =>
         Effect.acquireRelease(Effect.sync(() => events.push("acquired")), () => Effect.sync(() => events.push("released"))).pipe(
           Effect.andThen(Deferred.succeed(started, undefined)),
           Effect.andThen(Effect.never),
@@ -241,7 +231,7 @@ const claims: Record<string, Claim> = {
   "token usage reaches the run's span, summed over its turns": (provider) =>
     Effect.gen(function*() {
       const { spans, tracer } = inMemoryTracer()
-      const tool = AI.serverTool(orderDef, () => Effect.succeed({ status: "shipped" }))
+      const tool = AI.serverTool(getOrderDef, () => Effect.succeed({ status: "shipped" }))
       const server = yield* provider.serve([
         { ...askForOrder[0], usage: { inputTokens: 100, outputTokens: 7 } },
         { text: "Shipped.", usage: { inputTokens: 120, outputTokens: 3 } }

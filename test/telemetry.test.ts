@@ -3,23 +3,15 @@
  * OpenTelemetry GenAI attributes and the token usage the adapter reports,
  * and the tool spans are its children.
  */
-import { toolDefinition } from "@tanstack/ai"
 import { describe, expect, it } from "@effect/vitest"
 import * as AI from "@tanstack/ai-effect"
 import { fakeOpenAI, scriptedText } from "@tanstack/ai-effect/testing"
 import { createOpenaiChat } from "@tanstack/ai-openai"
-import { Effect, Option, Schema, Stream, type Tracer } from "effect"
+import { Effect, Option, Stream, type Tracer } from "effect"
+import { getOrderDef } from "./support/tools.ts"
 import { inMemoryTracer } from "./support/tracing.ts"
 
-const getOrder = AI.serverTool(
-  toolDefinition({
-    name: "get_order",
-    description: "Get the status of an order",
-    inputSchema: AI.toolSchema(Schema.Struct({ id: Schema.String })),
-    outputSchema: AI.toolSchema(Schema.Struct({ status: Schema.String }))
-  }),
-  () => Effect.succeed({ status: "shipped" })
-)
+const getOrder = AI.serverTool(getOrderDef, () => Effect.succeed({ status: "shipped" }))
 
 const parentOf = (span: Tracer.NativeSpan) => Option.getOrUndefined(span.parent)?.spanId
 

@@ -1,6 +1,7 @@
 /**
- * Test support for `@tanstack/ai-effect`: a scripted text adapter, and a fake
- * OpenAI Responses API that the real OpenAI adapter talks to over HTTP.
+ * Test support for `@tanstack/ai-effect`: scripted adapters, and fake
+ * OpenAI, Anthropic and Gemini servers that the real provider adapters talk
+ * to over HTTP.
  *
  * @since 0.1.0
  */

@@ -1,0 +1,8 @@
+/**
+ * Durable agent runs on Effect's workflow engine (`effect/workflow` on
+ * `effect/cluster`): a run survives the crash of its process.
+ *
+ * @since 0.1.0
+ */
+export * as DurableAgent from "./DurableAgent.ts"
+export * as DurableEngine from "./DurableEngine.ts"

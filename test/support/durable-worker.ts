@@ -1,0 +1,80 @@
+/**
+ * A worker process for the durable-run tests: the orders agent on the
+ * PostgreSQL engine, its effects stored in the same database.
+ *
+ * It starts a run (or, with `start: false`, only serves what storage holds,
+ * as a process restarted after a crash does) and prints the run's exit as
+ * one JSON line once the run finished. `get_order` and `notify` both apply
+ * to the test's remote (`POST /apply/<key>`), which counts each application;
+ * with `crashAfterEffect` the worker SIGKILLs itself right after `notify`'s
+ * effect, before its record is written.
+ */
+import * as AI from "@tanstack/ai-effect"
+import { DurableAgent, DurableEngine } from "@tanstack/ai-effect/durable"
+import { layerSql } from "@tanstack/ai-effect/sql"
+import { createOpenaiChat } from "@tanstack/ai-openai"
+import { Duration, Effect, Layer, Option, Schedule } from "effect"
+import { pgClient } from "./backends.ts"
+import { getOrderDef, notifyDef } from "./tools.ts"
+
+export interface DurableWorkerConfig {
+  readonly postgres: string
+  readonly model: string
+  readonly remote: string
+  readonly runId: string
+  readonly start: boolean
+  readonly crashAfterEffect: boolean
+  readonly leaseMillis: number
+}
+
+const config = JSON.parse(process.env.AI_EFFECT_DURABLE_WORKER!) as DurableWorkerConfig
+
+const remote = (method: string, key: string) =>
+  Effect.promise(() =>
+    fetch(`${config.remote}/${method === "POST" ? "apply" : "applied"}/${key}`, { method })
+      .then((response) => response.json() as Promise<{ readonly applied: number }>)
+  )
+
+const getOrder = AI.serverTool(getOrderDef, ({ id }) => Effect.as(remote("POST", `lookup-${id}`), { status: "shipped" }))
+
+const notify = AI.effectTool(
+  notifyDef,
+  ({ to }) =>
+    remote("POST", `notify-${to}`).pipe(
+      Effect.tap(() => config.crashAfterEffect ? Effect.sync(() => process.kill(process.pid, "SIGKILL")) : Effect.void),
+      Effect.map(({ applied }) => ({ sent: applied }))
+    ),
+  {
+    lease: Duration.millis(config.leaseMillis),
+    alreadyApplied: (_key, { to }) =>
+      Effect.map(remote("GET", `notify-${to}`), ({ applied }) => applied > 0 ? Option.some({ sent: applied }) : Option.none())
+  }
+)
+
+const agent = DurableAgent.make(AI.defineAgent({
+  name: "orders",
+  adapter: createOpenaiChat("gpt-5.2", "test-key", { baseURL: config.model, maxRetries: 0 }),
+  instructions: "Answer questions about orders.",
+  tools: [getOrder, notify]
+}))
+
+const live = agent.layer.pipe(
+  Layer.provideMerge(DurableEngine.layerSingleRunner()),
+  Layer.provide(layerSql()),
+  Layer.provide(pgClient(config.postgres))
+)
+
+const program = Effect.gen(function*() {
+  if (config.start) {
+    yield* agent.start({ runId: config.runId, messages: [{ role: "user", content: "Where is A-100? Tell ada." }] })
+  }
+  // Wait for the run to finish here, or in whichever process resumes it.
+  const exit = yield* agent.poll(config.runId).pipe(
+    Effect.flatMap(Option.match({ onNone: () => Effect.fail("running" as const), onSome: Effect.succeed })),
+    Effect.retry(Schedule.spaced("100 millis"))
+  )
+  process.stdout.write(`${JSON.stringify(exit)}\n`)
+})
+
+await Effect.runPromise(Effect.scoped(program.pipe(Effect.provide(live))))
+process.exit(0)

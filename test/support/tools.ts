@@ -1,0 +1,21 @@
+/**
+ * The tool definitions the tests share: the seed's order lookup, and a
+ * notification whose effect a test counts.
+ */
+import { toolDefinition } from "@tanstack/ai"
+import * as AI from "@tanstack/ai-effect"
+import { Schema } from "effect"
+
+export const getOrderDef = toolDefinition({
+  name: "get_order",
+  description: "Get the status of an order",
+  inputSchema: AI.toolSchema(Schema.Struct({ id: Schema.String })),
+  outputSchema: AI.toolSchema(Schema.Struct({ status: Schema.String }))
+})
+
+export const notifyDef = toolDefinition({
+  name: "notify",
+  description: "Tell the customer",
+  inputSchema: AI.toolSchema(Schema.Struct({ to: Schema.String })),
+  outputSchema: AI.toolSchema(Schema.Struct({ sent: Schema.Number }))
+})
