@@ -10,6 +10,7 @@ import { cpus } from 'node:os'
 import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { benchChat, benchMemory, benchSharing, type PairResult } from './chat.ts'
+import { benchDurable } from './durable.ts'
 import { benchHttp, type HttpRow } from './http.ts'
 import { benchProcesses, benchStores, type StoreRow } from './stores.ts'
 
@@ -19,6 +20,9 @@ const date = new Date().toISOString()
 const chat = await benchChat({ quick })
 console.log(`Node ${process.version}, ${cpus().length} CPUs, ${date}${quick ? ' (quick)' : ''}`)
 console.table(chat.map((row) => ({ case: row.case, 'raw µs': row.rawMicros.toFixed(0), 'ours µs': row.oursMicros.toFixed(0), ratio: row.ratio.toFixed(2), target: row.target })))
+
+const durable = await benchDurable({ quick })
+console.table(durable.map((row) => ({ case: row.case, 'plain µs': row.rawMicros.toFixed(0), 'durable µs': row.oursMicros.toFixed(0), ratio: row.ratio.toFixed(2) })))
 
 const stores = await benchStores(quick ? { rounds: 3, perRound: 100 } : { rounds: 7, perRound: 500 })
 const trips = (value: number | undefined) => value === undefined ? '—' : value.toFixed(value % 1 === 0 ? 0 : 2)
@@ -65,6 +69,7 @@ const results = {
   cpus: cpus().length,
   cpuModel: cpus()[0]?.model,
   chat,
+  durable,
   stores,
   http,
   sharing,
@@ -106,6 +111,11 @@ const table = [
   '| case | core | ours | ratio (spread) | target | |',
   '| --- | --- | --- | --- | --- | --- |',
   ...chatRows(chat),
+  '',
+  '| durable run | AI.runAgent | DurableAgent.run | ratio (spread) |',
+  '| --- | --- | --- | --- |',
+  ...durable.map((row) =>
+    `| ${row.case} | ${row.rawMicros.toFixed(0)} µs | ${row.oursMicros.toFixed(0)} µs | ${row.ratio.toFixed(2)}x (${row.ratioMin.toFixed(2)}–${row.ratioMax.toFixed(2)}) |`),
   '',
   '| store | case | raw requests | raw driver | our requests | effect tool | ratio | target |',
   '| --- | --- | --- | --- | --- | --- | --- | --- |',

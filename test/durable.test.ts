@@ -13,12 +13,12 @@ import * as AI from "@tanstack/ai-effect"
 import { DurableAgent, DurableEngine } from "@tanstack/ai-effect/durable"
 import { type FakeOpenAIServer, type FakeReply, fakeOpenAI, type ResponsesRequest, startFakeOpenAI } from "@tanstack/ai-effect/testing"
 import { createOpenaiChat } from "@tanstack/ai-openai"
-import { Effect, Layer, Ref } from "effect"
+import { Effect, Layer, Ref, Stream } from "effect"
 import { WorkflowEngine } from "effect/workflow"
 import { pgClient } from "./support/backends.ts"
 import type { DurableWorkerConfig } from "./support/durable-worker.ts"
 import { missing, startPostgres, type TestServer } from "./support/services.ts"
-import { getOrderDef, notifyDef } from "./support/tools.ts"
+import { getOrderDef, notifyDef, refundDef } from "./support/tools.ts"
 import { type Remote, startRemote } from "./support/workers.ts"
 
 /** How far the conversation got: the number of tool results the model was sent. */
@@ -35,6 +35,12 @@ const ordersModel = (hold?: { readonly state: number; readonly requests: () => n
   // The first request of the held turn never completes: the process dies inside it.
   return hold !== undefined && state === hold.state && hold.requests() === 1 ? { ...reply, delayMs: 600_000 } : reply
 }
+
+/** The model of the approval tests: ask for a refund, then answer with what the tool said. */
+const refundModel = (request: ResponsesRequest): FakeReply =>
+  stateOf(request) === 0
+    ? { toolCalls: [{ name: "refund", args: { id: "A-100" }, id: "call_refund" }] }
+    : { text: `Refund: ${String(request.input.find((item) => item.type === "function_call_output")?.output)}` }
 
 /** How often each of the three turns was requested. */
 const requestsPerTurn = (requests: ReadonlyArray<ResponsesRequest>) =>
@@ -88,6 +94,58 @@ describe("a durable run in one process", () => {
   it.live("3 turns with 2 tool calls, one an effect tool, complete on the memory engine; the same run id returns the result and requests nothing", () =>
     completes(WorkflowEngine.layerMemory))
 
+  it.live("stream gives the run's chunks while it runs: each turn's text and tool calls, a TOOL_CALL_RESULT per call, and it ends with the run", () =>
+    Effect.gen(function*() {
+      const model = yield* fakeOpenAI(ordersModel())
+      const applied = yield* Ref.make(0)
+      const agent = makeAgent(model.baseURL, applied)
+      const chunks = yield* agent.stream({ runId: "run-stream", messages: user }).pipe(
+        Stream.runCollect,
+        Effect.provide(agent.layer.pipe(Layer.provideMerge(WorkflowEngine.layerMemory), Layer.provide(AI.EffectStore.layerMemory())))
+      )
+      expect(chunks.filter((chunk) => chunk.type === "RUN_FINISHED")).toHaveLength(3)
+      expect(chunks.flatMap((chunk) => chunk.type === "TOOL_CALL_RESULT" ? [[chunk.toolCallId, chunk.content]] : [])).toEqual([
+        ["call_lookup", JSON.stringify({ status: "shipped" })],
+        ["call_notify", JSON.stringify({ sent: 1 })]
+      ])
+      expect(chunks.flatMap((chunk) => chunk.type === "TEXT_MESSAGE_CONTENT" ? [chunk.delta] : []).join("")).toBe("A-100 has shipped, and ada knows.")
+      // The tools run in the run's activities, not on the client: core's client notices stay out.
+      expect(chunks.some((chunk) => chunk.type === "MESSAGES_SNAPSHOT" || (chunk.type === "CUSTOM" && chunk.name === "tool-input-available"))).toBe(false)
+    }).pipe(Effect.scoped))
+
+  for (const approved of [true, false]) {
+    it.live(`a tool that needs approval suspends the run until it is ${approved ? "approved, then runs once" : "declined, and never runs"}; the run goes on`, () =>
+      Effect.gen(function*() {
+        const model = yield* fakeOpenAI(refundModel)
+        const refunds = yield* Ref.make(0)
+        const agent = DurableAgent.make(AI.defineAgent({
+          name: "refunds",
+          adapter: createOpenaiChat("gpt-5.2", "test-key", { baseURL: model.baseURL, maxRetries: 0 }),
+          instructions: "Refund orders.",
+          tools: [AI.serverTool(refundDef, () => Effect.as(Ref.update(refunds, (n) => n + 1), { refunded: true }))]
+        }))
+        const chunks = yield* agent.stream({ runId: `run-approval-${approved}`, messages: user }).pipe(
+          Stream.tap((chunk) =>
+            chunk.type === "CUSTOM" && chunk.name === "approval-requested"
+              ? Effect.gen(function*() {
+                // Suspended: the model was asked once, and the tool has not run.
+                expect(model.requests).toHaveLength(1)
+                expect(yield* Ref.get(refunds)).toBe(0)
+                yield* agent.approve(`run-approval-${approved}`, "call_refund", approved)
+              })
+              : Effect.void
+          ),
+          Stream.runCollect,
+          Effect.provide(agent.layer.pipe(Layer.provideMerge(WorkflowEngine.layerMemory)))
+        )
+        expect(chunks.filter((chunk) => chunk.type === "CUSTOM" && chunk.name === "approval-requested")).toHaveLength(1)
+        expect(yield* Ref.get(refunds)).toBe(approved ? 1 : 0)
+        const answer = chunks.flatMap((chunk) => chunk.type === "TEXT_MESSAGE_CONTENT" ? [chunk.delta] : []).join("")
+        expect(answer).toBe(`Refund: ${JSON.stringify(approved ? { refunded: true } : { error: "User declined tool execution" })}`)
+        expect(model.requests).toHaveLength(2)
+      }).pipe(Effect.scoped))
+  }
+
   describe.skipIf(missing("postgres") !== undefined)("on PostgreSQL", () => {
     let postgres: TestServer
     beforeAll(async () => {
@@ -121,11 +179,21 @@ describe.skipIf(missing("postgres") !== undefined)("a durable run across a crash
       { env: { ...process.env, AI_EFFECT_DURABLE_WORKER: JSON.stringify(config) }, stdio: ["ignore", "pipe", "inherit"] }
     )
     let output = ""
-    child.stdout!.on("data", (part: Buffer) => (output += part.toString()))
+    const waiting: Array<{ readonly line: string; readonly seen: () => void }> = []
+    child.stdout!.on("data", (part: Buffer) => {
+      output += part.toString()
+      for (const wait of waiting) if (output.includes(wait.line)) wait.seen()
+    })
     const exited = once(child, "exit") as Promise<[number | null, NodeJS.Signals | null]>
     return {
       child,
       exited,
+      /** Resolves once the worker printed the line. */
+      printed: (line: string) =>
+        new Promise<void>((resolve) => {
+          if (output.includes(line)) resolve()
+          else waiting.push({ line, seen: resolve })
+        }),
       /** The run's exit, as the worker printed it when the run finished. */
       exit: async () => {
         await exited
@@ -170,6 +238,26 @@ describe.skipIf(missing("postgres") !== undefined)("a durable run across a crash
       expect(remote.applied.get("lookup-A-100")).toBe(1)
     })
   }, 120_000)
+
+  for (const approved of [true, false]) {
+    it(`a run waiting for approval survives its process: a new process ${approved ? "approves it, and the tool runs exactly once" : "declines it, and the tool never runs"}`, async () => {
+      await withModel(refundModel, async (model) => {
+        const runId = `run-approval-restart-${approved}`
+        const first = startWorker(configFor(runId, model.baseURL))
+        await first.printed("approval call_refund")
+        first.child.kill("SIGKILL")
+        await first.exited
+        expect(remote.applied.get("refund-A-100")).toBeUndefined()
+
+        const restarted = startWorker(configFor(runId, model.baseURL, { start: false, approve: { toolCallId: "call_refund", approved } }))
+        const exit = await restarted.exit()
+        expect(exit).toMatchObject({ _tag: "Success" })
+        expect(exit.value.text).toBe(`Refund: ${JSON.stringify(approved ? { refunded: true } : { error: "User declined tool execution" })}`)
+        expect(remote.applied.get("refund-A-100")).toBe(approved ? 1 : undefined)
+        expect(model.requests).toHaveLength(2)
+      })
+    }, 120_000)
+  }
 
   it("the worker dies inside a model turn; a new process requests that turn once more, and nothing else repeats", async () => {
     let heldRequests = 0

@@ -18,13 +18,13 @@
  *
  * @since 0.1.0
  */
-import type { AnyTextAdapter, ModelMessage } from "@tanstack/ai"
-import { Effect, type Exit, type Layer, Option, Schema, Stream } from "effect"
-import { Activity, Workflow, type WorkflowEngine } from "effect/workflow"
+import type { AnyTextAdapter, ModelMessage, StreamChunk } from "@tanstack/ai"
+import { Context, Effect, Exit, Layer, Option, PubSub, Schema, type Scope, Stream } from "effect"
+import { Activity, DurableDeferred, Workflow, type WorkflowEngine } from "effect/workflow"
 import type { Agent } from "../Agent.ts"
 import { AiError, failOnProviderError } from "../AiError.ts"
 import { chat, type ChatRequirements, type CoreTool } from "../Chat.ts"
-import { assistantMessage, makeTurnReader, runToolCall, type Turn } from "../internal/turn.ts"
+import { assistantMessage, makeTurnReader, runToolCall, type ToolOutcome, type Turn, type TurnToolCall } from "../internal/turn.ts"
 import { RunContext } from "../RunContext.ts"
 import { type EffectTool, isEffectTool, wrapToolsForRun } from "../ServerTool.ts"
 
@@ -40,6 +40,89 @@ const TurnSchema = Schema.Struct({
 })
 
 const ToolOutcomeSchema = Schema.Struct({ content: Schema.String, error: Schema.Boolean })
+
+/** What a run in this process tells its streams: a chunk, or its end. */
+type RunEvent =
+  | { readonly _tag: "Chunk"; readonly runId: string; readonly chunk: StreamChunk }
+  | { readonly _tag: "End"; readonly runId: string; readonly error: AiError | undefined }
+
+/**
+ * The chunks of the durable runs that run in this process, for
+ * {@link DurableAgent.stream} to read: each model turn's chunks as they
+ * arrive, each tool call's result, each approval asked for, and each run's
+ * end. Every durable agent's `layer` provides it.
+ *
+ * @example
+ * ```ts
+ * import { DurableAgent } from "@tanstack/ai-effect/durable"
+ *
+ * // Provided by every durable agent's layer; one instance serves them all.
+ * const layer = DurableAgent.RunChunks.layer
+ * ```
+ *
+ * @since 0.1.0
+ * @category services
+ */
+export class RunChunks extends Context.Service<RunChunks, {
+  readonly publish: (event: RunEvent) => Effect.Effect<void>
+  /** The events of one run from now on, until its end. */
+  readonly subscribe: (runId: string) => Effect.Effect<Stream.Stream<RunEvent>, never, Scope.Scope>
+}>()("@tanstack/ai-effect/durable/RunChunks") {
+  static readonly layer: Layer.Layer<RunChunks> = Layer.effect(RunChunks)(Effect.gen(function*() {
+    const events = yield* PubSub.unbounded<RunEvent>()
+    return RunChunks.of({
+      publish: (event) => Effect.asVoid(PubSub.publish(events, event)),
+      subscribe: (runId) =>
+        Effect.map(PubSub.subscribe(events), (subscription) =>
+          Stream.fromSubscription(subscription).pipe(
+            Stream.filter((event) => event.runId === runId),
+            Stream.takeUntil((event) => event._tag === "End")
+          ))
+    })
+  }))
+}
+
+/** The approval of one tool call: `true` runs the tool, `false` declines it. */
+const approvalOf = (toolCallId: string) => DurableDeferred.make(`approval-${toolCallId}`, { success: Schema.Boolean })
+
+/** Core's result of a declined tool call. */
+const declined: ToolOutcome = { content: JSON.stringify({ error: "User declined tool execution" }), error: true }
+
+/** The chunk that tells the client a tool call's result, as core's agent loop sends it. */
+const resultChunk = (call: TurnToolCall, outcome: ToolOutcome): StreamChunk =>
+  // Core's chunk type, written as core's agent loop writes it.
+  ({
+    type: "TOOL_CALL_RESULT",
+    toolCallId: call.id,
+    messageId: `result-${call.id}`,
+    role: "tool",
+    content: outcome.content,
+    timestamp: Date.now(),
+    ...(outcome.error ? { metadata: { tanstack: { state: "output-error" } } } : {})
+  }) as StreamChunk
+
+/** The chunk that asks the client to approve a tool call (core's `approval-requested`). */
+const approvalChunk = (call: TurnToolCall): StreamChunk =>
+  // Core's chunk type, written as core writes its approval requests.
+  ({
+    type: "CUSTOM",
+    name: "approval-requested",
+    value: {
+      toolCallId: call.id,
+      toolName: call.name,
+      input: parseArguments(call.arguments),
+      approval: { id: `approval_${call.id}`, needsApproval: true }
+    },
+    timestamp: Date.now()
+  }) as StreamChunk
+
+const parseArguments = (text: string): unknown => {
+  try {
+    return JSON.parse(text)
+  } catch {
+    return text
+  }
+}
 
 /**
  * What a finished run answers: its whole conversation (the messages it
@@ -92,11 +175,26 @@ export interface DurableAgent<Tools extends ReadonlyArray<unknown>> {
    * services (an effect tool's `EffectStore` among them) in every process
    * that may run or resume the agent's runs.
    */
-  readonly layer: Layer.Layer<never, never, WorkflowEngine.WorkflowEngine | ChatRequirements<Tools>>
+  readonly layer: Layer.Layer<RunChunks, never, WorkflowEngine.WorkflowEngine | ChatRequirements<Tools>>
+  /**
+   * Starts a run (or joins the run of that id) and streams its chunks while
+   * it runs in this process: each model turn's chunks as `AI.chat` gives
+   * them, a `TOOL_CALL_RESULT` for each tool call, an `approval-requested`
+   * event for each call that waits for approval. The stream ends with the
+   * run, and fails with the run's `AiError`. Turns a resumed run replays
+   * from storage send nothing again.
+   */
+  readonly stream: (input: DurableRunInput) => Stream.Stream<StreamChunk, AiError, WorkflowEngine.WorkflowEngine | RunChunks>
   /** Starts a run, or joins the run of that id, and waits for its result. */
   readonly run: (input: DurableRunInput) => Effect.Effect<DurableRunResult, AiError, WorkflowEngine.WorkflowEngine>
   /** Starts a run, or finds the run of that id, without waiting: its execution id. */
   readonly start: (input: DurableRunInput) => Effect.Effect<string, never, WorkflowEngine.WorkflowEngine>
+  /**
+   * Approves (`true`) or declines (`false`) a tool call that waits for
+   * approval, from any process on the same engine: the run goes on, and an
+   * approved tool runs once.
+   */
+  readonly approve: (runId: string, toolCallId: string, approved: boolean) => Effect.Effect<void, never, WorkflowEngine.WorkflowEngine>
   /** The result of a run, once it finished; from any process on the same engine. */
   readonly poll: (runId: string) => Effect.Effect<
     Option.Option<Exit.Exit<DurableRunResult, AiError>>,
@@ -149,10 +247,13 @@ export const make = <TAdapter extends AnyTextAdapter, const Tools extends Readon
   })
 
   const body = Effect.fnUntraced(function*(payload: typeof Payload.Type) {
+    const chunks = yield* RunChunks
+    const publish = (chunk: StreamChunk) => chunks.publish({ _tag: "Chunk", runId: payload.runId, chunk })
     const run = RunContext.of({ runId: payload.runId, threadId: payload.threadId, agent: agent.name, trigger: payload.trigger })
     const tools = typeof agent.tools === "function" ? agent.tools({ run }) : agent.tools
     // The model is told about every tool but runs none: each call is an activity of its own.
     const declared = tools.map((tool): CoreTool => isEffectTool(tool) ? tool.definition : { ...tool, execute: undefined })
+    const needsApproval = new Set(declared.flatMap((tool) => "needsApproval" in tool && tool.needsApproval === true ? [tool.name] : []))
     // Core's model messages, as the engine stored them.
     const messages = [...payload.messages] as Array<ModelMessage>
     const usage = { input: 0, output: 0 }
@@ -161,7 +262,7 @@ export const make = <TAdapter extends AnyTextAdapter, const Tools extends Readon
         name: `turn-${index}`,
         success: TurnSchema,
         error: AiError,
-        execute: modelTurn(agent, declared, messages, run)
+        execute: modelTurn(agent, declared, messages, run, publish)
       })
       usage.input += turn.usage.input
       usage.output += turn.usage.output
@@ -170,19 +271,38 @@ export const make = <TAdapter extends AnyTextAdapter, const Tools extends Readon
         return new DurableRunResult({ messages, text: turn.text, turns: index + 1, usage })
       }
       for (const call of turn.toolCalls) {
+        // Only what runs is published: a resumed run replays its activities silently.
+        const asks = needsApproval.has(call.name)
+        if (asks) {
+          yield* Activity.make({ name: `ask-${call.id}`, execute: publish(approvalChunk(call)) })
+        }
+        // The run suspends here until `approve` answers, in this process or another.
+        const approved = asks ? yield* DurableDeferred.await(approvalOf(call.id)) : true
         const outcome = yield* Activity.make({
           name: `tool-${call.id}`,
           success: ToolOutcomeSchema,
           execute: Effect.scoped(Effect.gen(function*() {
+            if (!approved) return declined
             const runnable = yield* wrapToolsForRun(tools)
             const tool = runnable.find((tool) => tool.name === call.name)
             return yield* Effect.promise(() => runToolCall(tool, call, () => {}))
-          })).pipe(Effect.provideService(RunContext, run))
+          })).pipe(
+            Effect.tap((outcome) => publish(resultChunk(call, outcome))),
+            Effect.provideService(RunContext, run)
+          )
         })
         messages.push({ role: "tool", toolCallId: call.id, content: outcome.content })
       }
     }
-  })
+  }, (effect, payload) =>
+    // A run that suspends (for an approval) is interrupted, and has not ended.
+    Effect.onExit(effect, (exit) =>
+      Exit.hasInterrupts(exit) ? Effect.void : Effect.flatMap(RunChunks, (chunks) =>
+        chunks.publish({
+          _tag: "End",
+          runId: payload.runId,
+          error: Exit.isFailure(exit) ? Option.getOrUndefined(Exit.findErrorOption(exit)) : undefined
+        }))))
 
   const payloadOf = (input: DurableRunInput) => ({
     runId: input.runId,
@@ -191,15 +311,38 @@ export const make = <TAdapter extends AnyTextAdapter, const Tools extends Readon
     messages: input.messages
   })
 
+  // The execution id depends on the run id alone (the idempotency key).
+  const executionIdOf = (runId: string) => workflow.executionId(payloadOf({ runId, messages: [] }))
+
   return {
     name: agent.name,
     workflow,
-    layer: workflow.toLayer(body),
+    layer: workflow.toLayer(body).pipe(Layer.provideMerge(RunChunks.layer)),
+    stream: (input) =>
+      Stream.unwrap(Effect.gen(function*() {
+        const chunks = yield* RunChunks
+        // Subscribed before the run starts, so that no chunk goes out unseen.
+        const events = yield* chunks.subscribe(input.runId)
+        yield* workflow.execute(payloadOf(input), { discard: true })
+        return events.pipe(
+          Stream.mapEffect((event) =>
+            event._tag === "Chunk" ? Effect.succeed([event.chunk]) : event.error === undefined ? Effect.succeed([]) : Effect.fail(event.error)
+          ),
+          Stream.flattenIterable
+        )
+      })),
     run: (input) => workflow.execute(payloadOf(input)),
     start: (input) => workflow.execute(payloadOf(input), { discard: true }),
-    // The execution id depends on the run id alone (the idempotency key).
+    approve: (runId, toolCallId, approved) =>
+      Effect.flatMap(executionIdOf(runId), (executionId) => {
+        const approval = approvalOf(toolCallId)
+        return DurableDeferred.succeed(approval, {
+          token: DurableDeferred.tokenFromExecutionId(approval, { workflow, executionId }),
+          value: approved
+        })
+      }),
     poll: (runId) =>
-      Effect.flatMap(workflow.executionId(payloadOf({ runId, messages: [] })), (id) => workflow.poll(id)).pipe(
+      Effect.flatMap(executionIdOf(runId), (id) => workflow.poll(id)).pipe(
         Effect.map(Option.flatMap((result) => result._tag === "Complete" ? Option.some(result.exit) : Option.none()))
       )
   }
@@ -210,7 +353,8 @@ const modelTurn = (
   agent: Agent<AnyTextAdapter, ReadonlyArray<unknown>>,
   tools: ReadonlyArray<CoreTool>,
   messages: ReadonlyArray<ModelMessage>,
-  run: RunContext["Service"]
+  run: RunContext["Service"],
+  publish: (chunk: StreamChunk) => Effect.Effect<void>
 ): Effect.Effect<Turn, AiError> =>
   Effect.suspend(() => {
     const reader = makeTurnReader()
@@ -225,8 +369,17 @@ const modelTurn = (
       trigger: run.trigger
     }).pipe(
       failOnProviderError,
-      Stream.runForEach((chunk) => Effect.sync(() => reader.add(chunk))),
+      Stream.runForEach((chunk) => {
+        reader.add(chunk)
+        // The tools are declared without `execute`, so core hands their calls to the client: not here.
+        return isClientToolNotice(chunk) ? Effect.void : publish(chunk)
+      }),
       Effect.catchTag("ChatError", (error) => Effect.fail(new AiError({ activity: "chat", reason: "provider", message: error.message, cause: error }))),
       Effect.map(() => reader.turn())
     )
   })
+
+/** What core sends when the model calls a tool it cannot run: the client's part, not a durable run's. */
+const isClientToolNotice = (chunk: StreamChunk): boolean =>
+  chunk.type === "MESSAGES_SNAPSHOT" ||
+  (chunk.type === "CUSTOM" && (chunk.name === "tool-input-available" || chunk.name === "approval-requested"))

@@ -7,15 +7,17 @@
  * one JSON line once the run finished. `get_order` and `notify` both apply
  * to the test's remote (`POST /apply/<key>`), which counts each application;
  * with `crashAfterEffect` the worker SIGKILLs itself right after `notify`'s
- * effect, before its record is written.
+ * effect, before its record is written. `refund` needs approval: the worker
+ * prints `approval <toolCallId>` when the run asks for it, and with
+ * `approve` answers it.
  */
 import * as AI from "@tanstack/ai-effect"
 import { DurableAgent, DurableEngine } from "@tanstack/ai-effect/durable"
 import { layerSql } from "@tanstack/ai-effect/sql"
 import { createOpenaiChat } from "@tanstack/ai-openai"
-import { Duration, Effect, Layer, Option, Schedule } from "effect"
+import { Duration, Effect, Layer, Option, Schedule, Stream } from "effect"
 import { pgClient } from "./backends.ts"
-import { getOrderDef, notifyDef } from "./tools.ts"
+import { getOrderDef, notifyDef, refundDef } from "./tools.ts"
 
 export interface DurableWorkerConfig {
   readonly postgres: string
@@ -25,6 +27,8 @@ export interface DurableWorkerConfig {
   readonly start: boolean
   readonly crashAfterEffect: boolean
   readonly leaseMillis: number
+  /** Answers an approval before it waits for the run, as a restarted process would. */
+  readonly approve?: { readonly toolCallId: string; readonly approved: boolean }
 }
 
 const config = JSON.parse(process.env.AI_EFFECT_DURABLE_WORKER!) as DurableWorkerConfig
@@ -51,11 +55,13 @@ const notify = AI.effectTool(
   }
 )
 
+const refund = AI.serverTool(refundDef, ({ id }) => Effect.as(remote("POST", `refund-${id}`), { refunded: true }))
+
 const agent = DurableAgent.make(AI.defineAgent({
   name: "orders",
   adapter: createOpenaiChat("gpt-5.2", "test-key", { baseURL: config.model, maxRetries: 0 }),
   instructions: "Answer questions about orders.",
-  tools: [getOrder, notify]
+  tools: [getOrder, notify, refund]
 }))
 
 const live = agent.layer.pipe(
@@ -66,7 +72,19 @@ const live = agent.layer.pipe(
 
 const program = Effect.gen(function*() {
   if (config.start) {
-    yield* agent.start({ runId: config.runId, messages: [{ role: "user", content: "Where is A-100? Tell ada." }] })
+    // The run's chunks, while it runs here: each approval it asks for is a line for the test.
+    yield* agent.stream({ runId: config.runId, messages: [{ role: "user", content: "Where is A-100? Tell ada." }] }).pipe(
+      Stream.runForEach((chunk) =>
+        chunk.type === "CUSTOM" && chunk.name === "approval-requested"
+          ? Effect.sync(() => process.stdout.write(`approval ${(chunk.value as { readonly toolCallId: string }).toolCallId}\n`))
+          : Effect.void
+      ),
+      Effect.ignore,
+      Effect.forkScoped
+    )
+  }
+  if (config.approve !== undefined) {
+    yield* agent.approve(config.runId, config.approve.toolCallId, config.approve.approved)
   }
   // Wait for the run to finish here, or in whichever process resumes it.
   const exit = yield* agent.poll(config.runId).pipe(
