@@ -17,7 +17,7 @@ import { Effect, Layer, Ref, Stream } from "effect"
 import { WorkflowEngine } from "effect/workflow"
 import { pgClient } from "./support/backends.ts"
 import type { DurableWorkerConfig } from "./support/durable-worker.ts"
-import { missing, startPostgres, type TestServer } from "./support/services.ts"
+import { freePort, missing, startPostgres, type TestServer } from "./support/services.ts"
 import { getOrderDef, notifyDef, refundDef } from "./support/tools.ts"
 import { type Remote, startRemote } from "./support/workers.ts"
 
@@ -41,6 +41,20 @@ const refundModel = (request: ResponsesRequest): FakeReply =>
   stateOf(request) === 0
     ? { toolCalls: [{ name: "refund", args: { id: "A-100" }, id: "call_refund" }] }
     : { text: `Refund: ${String(request.input.find((item) => item.type === "function_call_output")?.output)}` }
+
+/**
+ * The orders model, whose first request of turn `state` never completes:
+ * `held` resolves once that request arrived, while the process is inside it.
+ */
+const holdingTurn = (state: number) => {
+  let requests = 0
+  const { promise: held, resolve: holding } = Promise.withResolvers<void>()
+  const policy = (request: ResponsesRequest) => {
+    if (stateOf(request) === state && ++requests === 1) holding()
+    return ordersModel({ state, requests: () => requests })(request)
+  }
+  return { policy, held }
+}
 
 /** How often each of the three turns was requested. */
 const requestsPerTurn = (requests: ReadonlyArray<ResponsesRequest>) =>
@@ -167,7 +181,9 @@ describe.skipIf(missing("postgres") !== undefined)("a durable run across a crash
     postgres = await startPostgres()
     remote = await startRemote()
   }, 60_000)
+  const cleanupsOf: Array<() => Promise<void>> = []
   afterAll(async () => {
+    for (const cleanup of cleanupsOf.splice(0)) await cleanup()
     remote?.close()
     await postgres?.dispose()
   })
@@ -259,13 +275,34 @@ describe.skipIf(missing("postgres") !== undefined)("a durable run across a crash
     }, 120_000)
   }
 
+  it("two runners: the one that owns the run is killed inside a model turn; the other takes its shards over and finishes the run", async () => {
+    const { policy, held } = holdingTurn(1)
+    await withModel(policy, async (model) => {
+      const runId = "run-two-runners"
+      // A short shard lock expiry, so that the survivor takes the dead runner's shards in seconds.
+      const runnerOn = async () => ({ port: await freePort(), shardLockExpirationMillis: 3_000 })
+      const runners = [await runnerOn(), await runnerOn()]
+      // A database of its own: runners registered here would hold shards that a later test's runner waits for.
+      const own = await startPostgres()
+      cleanupsOf.push(() => own.dispose())
+      const workers = runners.map((runner, i) => startWorker(configFor(runId, model.baseURL, { runner, start: i === 0, postgres: own.url })))
+      await held
+      // The runner that looked the order up owns the run's shard.
+      const owner = runners.findIndex((runner) => remote.applied.has(`lookup-A-100-on-${runner.port}`))
+      expect(owner).not.toBe(-1)
+      workers[owner]!.child.kill("SIGKILL")
+      await workers[owner]!.exited
+
+      const survivor = workers[1 - owner]!
+      expect(await survivor.exit()).toMatchObject({ _tag: "Success", value: { text: "A-100 has shipped, and ada knows." } })
+      expect(requestsPerTurn(model.requests)).toEqual([1, 2, 1])
+      expect(remote.appliedOf(runners.map((runner) => `lookup-A-100-on-${runner.port}`))).toBe(1)
+      expect(remote.applied.get("notify-ada")).toBe(1)
+    })
+  }, 120_000)
+
   it("the worker dies inside a model turn; a new process requests that turn once more, and nothing else repeats", async () => {
-    let heldRequests = 0
-    const { promise: held, resolve: holding } = Promise.withResolvers<void>()
-    const policy = (request: ResponsesRequest) => {
-      if (stateOf(request) === 1 && ++heldRequests === 1) holding()
-      return ordersModel({ state: 1, requests: () => heldRequests })(request)
-    }
+    const { policy, held } = holdingTurn(1)
     await withModel(policy, async (model) => {
       const first = startWorker(configFor("run-crash-in-turn", model.baseURL))
       await held

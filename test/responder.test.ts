@@ -1,14 +1,20 @@
 /**
  * The responder agent of the reconciliation page against a real HTTP issue
- * tracker on 127.0.0.1: at most one comment per run and issue, across crashes.
+ * tracker on 127.0.0.1: at most one comment per run and issue, across
+ * crashes; and the responder as deployed (`npm run responder`), a process
+ * whose webhook starts durable runs on PostgreSQL.
  */
 import * as AI from "@tanstack/ai-effect"
-import { scriptedText } from "@tanstack/ai-effect/testing"
+import { type FakeReply, type ResponsesRequest, scriptedText, startFakeOpenAI } from "@tanstack/ai-effect/testing"
 import { Effect, Fiber, Layer, ManagedRuntime, Redacted, Stream } from "effect"
+import { type ChildProcess, spawn } from "node:child_process"
+import { once } from "node:events"
+import { join } from "node:path"
 import { afterEach, describe, expect, it } from "vitest"
 import { CommentPosted, makeResponder, Markers } from "../examples/responder/responder.ts"
 import { Tracker } from "../examples/responder/Tracker.ts"
-import { startTracker } from "../examples/responder/tracker-server.ts"
+import { startTracker, webhookSignature } from "../examples/responder/tracker-server.ts"
+import { freePort, missing, startPostgres } from "./support/services.ts"
 
 const cleanups: Array<() => Promise<void>> = []
 afterEach(async () => {
@@ -109,4 +115,93 @@ describe("the responder example", () => {
     expect(JSON.parse(String(toolMessage?.content)).error).toMatch(/^TrackerError: listComments failed/)
     expect(server.comments).toHaveLength(0)
   })
+})
+
+describe.skipIf(missing("postgres") !== undefined)("the responder as deployed: webhooks start durable runs on PostgreSQL", () => {
+  const webhookSecret = "webhook-test-secret"
+
+  /** The model: answer the issue with a comment, then say so. */
+  const model = (request: ResponsesRequest): FakeReply =>
+    request.input.some((item) => item.type === "function_call_output")
+      ? { text: "Answered." }
+      : { toolCalls: [{ name: "comment", args: { issue: 1, body: "Try clearing the cache." }, id: "call_comment" }] }
+
+  /** Starts the tracker, the model and PostgreSQL, then the service as `npm run responder` starts it. */
+  const deploy = async () => {
+    const postgres = await startPostgres()
+    cleanups.push(() => postgres.dispose())
+    const tracker = await startTracker({ "bot-token": "responder-bot" })
+    cleanups.push(() => tracker.close())
+    const openai = await startFakeOpenAI(model)
+    cleanups.push(() => openai.close())
+    const port = await freePort()
+    const child: ChildProcess = spawn(process.execPath, ["--conditions=@tanstack/ai-effect/source", "examples/responder/main.ts"], {
+      cwd: join(import.meta.dirname, ".."),
+      env: {
+        ...process.env,
+        DATABASE_URL: postgres.url,
+        TRACKER_URL: tracker.url,
+        TRACKER_TOKEN: "bot-token",
+        WEBHOOK_SECRET: webhookSecret,
+        MARKER_SECRET: "responder-test-secret",
+        OPENAI_API_KEY: "test-key",
+        OPENAI_BASE_URL: openai.baseURL,
+        PORT: String(port),
+        HOST: "127.0.0.1"
+      },
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    cleanups.push(async () => {
+      if (child.exitCode !== null) return
+      const exited = once(child, "exit")
+      child.kill("SIGTERM")
+      await exited
+    })
+    let output = ""
+    const { promise: listening, resolve: listens } = Promise.withResolvers<void>()
+    const read = (part: Buffer) => {
+      output += part.toString()
+      if (output.includes("The responder is listening on")) listens()
+    }
+    child.stdout!.on("data", read)
+    child.stderr!.on("data", read)
+    child.once("exit", () => listens())
+    await listening
+    expect(child.exitCode, output).toBeNull()
+    const url = `http://127.0.0.1:${port}/webhooks/tracker`
+    tracker.setWebhook({ url, secret: webhookSecret })
+    return { tracker, openai, url }
+  }
+
+  /** Resolves once `done` holds, looking again on every turn of the event loop. */
+  const until = async (done: () => boolean) => {
+    while (!done()) await new Promise((resolve) => setImmediate(resolve))
+  }
+
+  it("an opened issue's webhook starts a durable run that comments once; a redelivery joins the run: no second comment, no model request", async () => {
+    const { tracker, openai } = await deploy()
+    const commented = tracker.nextComment()
+    const { issue, status } = await tracker.openIssue("The build fails on Node 24", "npm ci fails with EBADENGINE.")
+    expect(status).toBe(202)
+    const comment = await commented
+    expect(comment.author).toBe("responder-bot")
+    expect(signed.find(comment.body)).toEqual(["issue-1:comment:1"])
+    await until(() => openai.requests.length === 2)
+
+    expect(await tracker.redeliver(issue)).toBe(202)
+    expect(tracker.comments).toHaveLength(1)
+    expect(openai.requests).toHaveLength(2)
+  }, 120_000)
+
+  it("a delivery that the tracker did not sign is refused, and starts nothing", async () => {
+    const { url, openai } = await deploy()
+    const body = JSON.stringify({ action: "opened", issue: { number: 7, title: "x", body: "y" } })
+    const forged = await fetch(url, { method: "POST", headers: { "x-tracker-signature": webhookSignature("guessed", body) }, body })
+    expect(forged.status).toBe(401)
+    const unsigned = await fetch(url, { method: "POST", body })
+    expect(unsigned.status).toBe(401)
+    const malformed = await fetch(url, { method: "POST", headers: { "x-tracker-signature": webhookSignature(webhookSecret, "{}") }, body: "{}" })
+    expect(malformed.status).toBe(400)
+    expect(openai.requests).toHaveLength(0)
+  }, 120_000)
 })

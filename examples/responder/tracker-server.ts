@@ -6,10 +6,26 @@
  *   GET  /user                       the account of the token
  *   GET  /issues/:number/comments    the comments of an issue
  *   POST /issues/:number/comments    { body } adds a comment by the account
+ *
+ * Opening an issue delivers a webhook, as hosted trackers do: a POST of
+ * `{ action: "opened", issue: { number, title, body } }` to the webhook's URL,
+ * signed with its secret (`x-tracker-signature: sha256=<HMAC-SHA256 of the
+ * body, hex>`).
  */
+import { createHmac } from 'node:crypto'
 import { once } from 'node:events'
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
+
+export interface Issue {
+  readonly number: number
+  readonly title: string
+  readonly body: string
+}
+
+/** The signature of a webhook delivery's body. */
+export const webhookSignature = (secret: string, body: string): string =>
+  `sha256=${createHmac('sha256', secret).update(body).digest('hex')}`
 
 export interface Comment {
   readonly id: number
@@ -29,17 +45,40 @@ export interface TrackerServer {
    * tracker accepted the comment. Resolves once that comment is stored.
    */
   readonly holdNextResponse: () => Promise<Comment>
+  /** Where "opened" webhooks go, and the secret they are signed with. */
+  readonly setWebhook: (webhook: { readonly url: string; readonly secret: string }) => void
+  /** Opens an issue and delivers its webhook: resolves with the delivery's HTTP status. */
+  readonly openIssue: (title: string, body: string) => Promise<{ readonly issue: Issue; readonly status: number }>
+  /** Delivers an issue's webhook again, as trackers do when a delivery timed out. */
+  readonly redeliver: (issue: Issue) => Promise<number>
+  /** Resolves with the next comment the tracker stores. */
+  readonly nextComment: () => Promise<Comment>
   readonly listening: () => boolean
   readonly close: () => Promise<void>
 }
 
 export async function startTracker(accounts: Record<string, string>): Promise<TrackerServer> {
   const comments: Array<Comment> = []
+  const issues: Array<Issue> = []
   let hold: ((comment: Comment) => void) | undefined
+  let webhook: { readonly url: string; readonly secret: string } | undefined
+  const commentWaiters: Array<(comment: Comment) => void> = []
   const addComment = (issue: number, author: string, body: string): Comment => {
     const comment = { id: comments.length + 1, issue, author, body }
     comments.push(comment)
+    for (const waiter of commentWaiters.splice(0)) waiter(comment)
     return comment
+  }
+  const deliver = async (issue: Issue): Promise<number> => {
+    if (webhook === undefined) throw new Error('No webhook is set')
+    const body = JSON.stringify({ action: 'opened', issue })
+    const response = await fetch(webhook.url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-tracker-signature': webhookSignature(webhook.secret, body) },
+      body,
+    })
+    await response.arrayBuffer()
+    return response.status
   }
 
   const server = createServer(async (req, res) => {
@@ -72,6 +111,16 @@ export async function startTracker(accounts: Record<string, string>): Promise<Tr
     comments,
     addComment,
     holdNextResponse: () => new Promise((resolve) => (hold = resolve)),
+    setWebhook: (next) => {
+      webhook = next
+    },
+    openIssue: async (title, body) => {
+      const issue = { number: issues.length + 1, title, body }
+      issues.push(issue)
+      return { issue, status: await deliver(issue) }
+    },
+    redeliver: deliver,
+    nextComment: () => new Promise((resolve) => commentWaiters.push(resolve)),
     listening: () => server.listening,
     close: () =>
       new Promise<void>((resolve, reject) => {

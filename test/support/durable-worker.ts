@@ -16,6 +16,7 @@ import { DurableAgent, DurableEngine } from "@tanstack/ai-effect/durable"
 import { layerSql } from "@tanstack/ai-effect/sql"
 import { createOpenaiChat } from "@tanstack/ai-openai"
 import { Duration, Effect, Layer, Option, Schedule, Stream } from "effect"
+import { RunnerAddress } from "effect/cluster"
 import { pgClient } from "./backends.ts"
 import { getOrderDef, notifyDef, refundDef } from "./tools.ts"
 
@@ -27,6 +28,8 @@ export interface DurableWorkerConfig {
   readonly start: boolean
   readonly crashAfterEffect: boolean
   readonly leaseMillis: number
+  /** The runner's port on 127.0.0.1 (its name), and how long its shard locks outlive it. */
+  readonly runner?: { readonly port: number; readonly shardLockExpirationMillis: number }
   /** Answers an approval before it waits for the run, as a restarted process would. */
   readonly approve?: { readonly toolCallId: string; readonly approved: boolean }
 }
@@ -39,7 +42,9 @@ const remote = (method: string, key: string) =>
       .then((response) => response.json() as Promise<{ readonly applied: number }>)
   )
 
-const getOrder = AI.serverTool(getOrderDef, ({ id }) => Effect.as(remote("POST", `lookup-${id}`), { status: "shipped" }))
+// The lookup's key names the runner that ran it, so that a test knows which process owns the run.
+const getOrder = AI.serverTool(getOrderDef, ({ id }) =>
+  Effect.as(remote("POST", `lookup-${id}${config.runner === undefined ? "" : `-on-${config.runner.port}`}`), { status: "shipped" }))
 
 const notify = AI.effectTool(
   notifyDef,
@@ -65,7 +70,14 @@ const agent = DurableAgent.make(AI.defineAgent({
 }))
 
 const live = agent.layer.pipe(
-  Layer.provideMerge(DurableEngine.layerSingleRunner()),
+  Layer.provideMerge(DurableEngine.layerSingleRunner(
+    config.runner === undefined ? {} : {
+      shardingConfig: {
+        runnerAddress: Option.some(RunnerAddress.make("127.0.0.1", config.runner.port)),
+        shardLockExpiration: Duration.millis(config.runner.shardLockExpirationMillis)
+      }
+    }
+  )),
   Layer.provide(layerSql()),
   Layer.provide(pgClient(config.postgres))
 )
