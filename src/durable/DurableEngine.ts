@@ -6,13 +6,19 @@
  * - {@link layerSingleRunner}: `ClusterWorkflowEngine` on SQL storage
  *   (PostgreSQL), one runner per process. A process that starts takes the
  *   shards no live runner holds and resumes every unfinished run in them by
- *   itself.
+ *   itself. Runners coordinate through storage alone.
+ * - {@link layerSocketRunner}: the same engine and storage, with runners
+ *   that also talk to each other over TCP, each on its own host and port:
+ *   a message reaches the runner that owns its run at once, instead of at
+ *   its next read of storage.
  *
  * @since 0.1.0
  */
+import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
 import * as NodeCrypto from "@effect/platform-node/NodeCrypto"
-import { type Config, Layer } from "effect"
-import { ClusterWorkflowEngine, type ShardingConfig, SingleRunner } from "effect/cluster"
+import { type Config, Layer, Option } from "effect"
+import { ClusterWorkflowEngine, RunnerAddress, type ShardingConfig, SingleRunner } from "effect/cluster"
+import type { SocketServer } from "effect/socket"
 import type { SqlClient } from "effect/sql"
 import type { WorkflowEngine } from "effect/workflow"
 
@@ -66,4 +72,51 @@ export const layerSingleRunner = (
       SingleRunner.layer({ shardingConfig: { entityMessagePollInterval: "1 second", ...options.shardingConfig } })
     ),
     Layer.provide(NodeCrypto.layerDigest)
+  )
+
+/**
+ * Options of {@link layerSocketRunner}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface SocketRunnerOptions extends SingleRunnerOptions {
+  /** Where this runner listens for the others, and how they reach it. */
+  readonly host: string
+  readonly port: number
+}
+
+/**
+ * `ClusterWorkflowEngine` with SQL storage, for several runners that talk to
+ * each other over TCP: this process's runner listens on `host:port`, and the
+ * others reach it there. Provide a `SqlClient` (PostgreSQL). When a runner
+ * dies, the others take its shards once its locks expire
+ * (`shardLockExpiration`) and resume its runs.
+ *
+ * @example
+ * ```ts
+ * import { PgClient } from "@effect/sql-pg"
+ * import { DurableEngine } from "@tanstack/ai-effect/durable"
+ * import { Layer, Redacted } from "effect"
+ *
+ * export const EngineLive = DurableEngine.layerSocketRunner({ host: "10.0.0.7", port: 34431 }).pipe(
+ *   Layer.provide(PgClient.layer({ url: Redacted.make("postgres://db/app") }))
+ * )
+ * ```
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerSocketRunner = (
+  options: SocketRunnerOptions
+): Layer.Layer<WorkflowEngine.WorkflowEngine, Config.ConfigError | SocketServer.SocketServerError, SqlClient.SqlClient> =>
+  ClusterWorkflowEngine.layer.pipe(
+    Layer.provide(NodeClusterSocket.layer({
+      storage: "sql",
+      shardingConfig: {
+        runnerAddress: Option.some(RunnerAddress.make(options.host, options.port)),
+        entityMessagePollInterval: "1 second",
+        ...options.shardingConfig
+      }
+    }))
   )

@@ -16,7 +16,6 @@ import { DurableAgent, DurableEngine } from "@tanstack/ai-effect/durable"
 import { layerSql } from "@tanstack/ai-effect/sql"
 import { createOpenaiChat } from "@tanstack/ai-openai"
 import { Duration, Effect, Layer, Option, Schedule, Stream } from "effect"
-import { RunnerAddress } from "effect/cluster"
 import { pgClient } from "./backends.ts"
 import { getOrderDef, notifyDef, refundDef } from "./tools.ts"
 
@@ -28,7 +27,7 @@ export interface DurableWorkerConfig {
   readonly start: boolean
   readonly crashAfterEffect: boolean
   readonly leaseMillis: number
-  /** The runner's port on 127.0.0.1 (its name), and how long its shard locks outlive it. */
+  /** A socket runner on this port of 127.0.0.1 (one runner among several), and how long its shard locks outlive it. */
   readonly runner?: { readonly port: number; readonly shardLockExpirationMillis: number }
   /** Answers an approval before it waits for the run, as a restarted process would. */
   readonly approve?: { readonly toolCallId: string; readonly approved: boolean }
@@ -70,14 +69,15 @@ const agent = DurableAgent.make(AI.defineAgent({
 }))
 
 const live = agent.layer.pipe(
-  Layer.provideMerge(DurableEngine.layerSingleRunner(
-    config.runner === undefined ? {} : {
-      shardingConfig: {
-        runnerAddress: Option.some(RunnerAddress.make("127.0.0.1", config.runner.port)),
-        shardLockExpiration: Duration.millis(config.runner.shardLockExpirationMillis)
-      }
-    }
-  )),
+  Layer.provideMerge(
+    config.runner === undefined
+      ? DurableEngine.layerSingleRunner()
+      : DurableEngine.layerSocketRunner({
+        host: "127.0.0.1",
+        port: config.runner.port,
+        shardingConfig: { shardLockExpiration: Duration.millis(config.runner.shardLockExpirationMillis) }
+      })
+  ),
   Layer.provide(layerSql()),
   Layer.provide(pgClient(config.postgres))
 )
