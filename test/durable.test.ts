@@ -69,7 +69,8 @@ describe("a durable run in one process", () => {
       adapter: createOpenaiChat("gpt-5.2", "test-key", { baseURL, maxRetries: 0 }),
       instructions: "Answer questions about orders.",
       tools: [
-        AI.serverTool(getOrderDef, () => Effect.succeed({ status: "shipped" })),
+        // A Stream tool: each element is progress, the last one the result.
+        AI.serverTool(getOrderDef, () => Stream.make({ status: "looking" }, { status: "shipped" })),
         AI.effectTool(notifyDef, () => Effect.map(Ref.updateAndGet(applied, (n) => n + 1), (sent) => ({ sent })))
       ]
     }))
@@ -108,7 +109,7 @@ describe("a durable run in one process", () => {
   it.live("3 turns with 2 tool calls, one an effect tool, complete on the memory engine; the same run id returns the result and requests nothing", () =>
     completes(WorkflowEngine.layerMemory))
 
-  it.live("stream gives the run's chunks while it runs: each turn's text and tool calls, a TOOL_CALL_RESULT per call, and it ends with the run", () =>
+  it.live("stream gives the run's chunks while it runs: each turn's text and tool calls, a tool's progress, a TOOL_CALL_RESULT per call, and it ends with the run", () =>
     Effect.gen(function*() {
       const model = yield* fakeOpenAI(ordersModel())
       const applied = yield* Ref.make(0)
@@ -118,6 +119,10 @@ describe("a durable run in one process", () => {
         Effect.provide(agent.layer.pipe(Layer.provideMerge(WorkflowEngine.layerMemory), Layer.provide(AI.EffectStore.layerMemory())))
       )
       expect(chunks.filter((chunk) => chunk.type === "RUN_FINISHED")).toHaveLength(3)
+      // The tool's progress, live and before its result, as AI.chat sends it.
+      const progress = chunks.findIndex((chunk) => chunk.type === "CUSTOM" && chunk.name === AI.toolProgressEvent)
+      expect(chunks[progress]).toMatchObject({ value: { toolName: "get_order", progress: { status: "looking" }, toolCallId: "call_lookup" } })
+      expect(progress).toBeLessThan(chunks.findIndex((chunk) => chunk.type === "TOOL_CALL_RESULT"))
       expect(chunks.flatMap((chunk) => chunk.type === "TOOL_CALL_RESULT" ? [[chunk.toolCallId, chunk.content]] : [])).toEqual([
         ["call_lookup", JSON.stringify({ status: "shipped" })],
         ["call_notify", JSON.stringify({ sent: 1 })]

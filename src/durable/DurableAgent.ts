@@ -101,20 +101,19 @@ const resultChunk = (call: TurnToolCall, outcome: ToolOutcome): StreamChunk =>
     ...(outcome.error ? { metadata: { tanstack: { state: "output-error" } } } : {})
   }) as StreamChunk
 
+/** A CUSTOM chunk, as core writes the events of its agent loop. */
+const customChunk = (name: string, value: Record<string, unknown>): StreamChunk =>
+  // Core's chunk type, written as core writes it.
+  ({ type: "CUSTOM", name, value, timestamp: Date.now() }) as StreamChunk
+
 /** The chunk that asks the client to approve a tool call (core's `approval-requested`). */
 const approvalChunk = (call: TurnToolCall): StreamChunk =>
-  // Core's chunk type, written as core writes its approval requests.
-  ({
-    type: "CUSTOM",
-    name: "approval-requested",
-    value: {
-      toolCallId: call.id,
-      toolName: call.name,
-      input: parseArguments(call.arguments),
-      approval: { id: `approval_${call.id}`, needsApproval: true }
-    },
-    timestamp: Date.now()
-  }) as StreamChunk
+  customChunk("approval-requested", {
+    toolCallId: call.id,
+    toolName: call.name,
+    input: parseArguments(call.arguments),
+    approval: { id: `approval_${call.id}`, needsApproval: true }
+  })
 
 const parseArguments = (text: string): unknown => {
   try {
@@ -179,8 +178,8 @@ export interface DurableAgent<Tools extends ReadonlyArray<unknown>> {
   /**
    * Starts a run (or joins the run of that id) and streams its chunks while
    * it runs in this process: each model turn's chunks as `AI.chat` gives
-   * them, a `TOOL_CALL_RESULT` for each tool call, an `approval-requested`
-   * event for each call that waits for approval. The stream ends with the
+   * them, a tool's progress events live, a `TOOL_CALL_RESULT` for each tool
+   * call, an `approval-requested` event for each call that waits for approval. The stream ends with the
    * run, and fails with the run's `AiError`. Turns a resumed run replays
    * from storage send nothing again.
    */
@@ -285,7 +284,10 @@ export const make = <TAdapter extends AnyTextAdapter, const Tools extends Readon
             if (!approved) return declined
             const runnable = yield* wrapToolsForRun(tools)
             const tool = runnable.find((tool) => tool.name === call.name)
-            return yield* Effect.promise(() => runToolCall(tool, call, () => {}))
+            // A tool's progress goes out live, as core sends it: a CUSTOM chunk with the call's id.
+            const progress = (name: string, value: Record<string, unknown>) =>
+              Effect.runSync(publish(customChunk(name, { ...value, toolCallId: call.id })))
+            return yield* Effect.promise(() => runToolCall(tool, call, progress))
           })).pipe(
             Effect.tap((outcome) => publish(resultChunk(call, outcome))),
             Effect.provideService(RunContext, run)
