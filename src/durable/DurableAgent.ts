@@ -14,7 +14,8 @@
  * twice. The turn in flight and plain tools run at least once.
  *
  * The engine is yours to choose: `WorkflowEngine.layerMemory` for tests and
- * one process, or `ClusterWorkflowEngine` on PostgreSQL ({@link layerPostgres}).
+ * one process, or `ClusterWorkflowEngine` on PostgreSQL
+ * (`DurableEngine.layerSingleRunner`, `DurableEngine.layerSocketRunner`).
  *
  * @since 0.1.0
  */
@@ -261,7 +262,8 @@ export const make = <TAdapter extends AnyTextAdapter, const Tools extends Readon
         name: `turn-${index}`,
         success: TurnSchema,
         error: AiError,
-        execute: modelTurn(agent, declared, messages, run, publish)
+        // The conversation so far, as this turn sends it (later turns push onto `messages`).
+        execute: modelTurn(agent, declared, [...messages], run, publish)
       })
       usage.input += turn.usage.input
       usage.output += turn.usage.output
