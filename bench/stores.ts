@@ -16,7 +16,7 @@ import * as AI from '@tanstack/ai-effect'
 import { layerRedis } from '@tanstack/ai-effect/redis'
 import { layerSql } from '@tanstack/ai-effect/sql'
 import { layerSqlite } from '@tanstack/ai-effect/sqlite'
-import { Effect, Exit, Layer, ManagedRuntime, Schema, Scope } from 'effect'
+import { Duration, Effect, Exit, Layer, ManagedRuntime, Schema, Scope } from 'effect'
 import { Redis } from 'effect/persistence/Redis'
 import { SqlClient } from 'effect/sql/SqlClient'
 import { noteDef, pgClient, redisClient } from '../test/support/backends.ts'
@@ -33,6 +33,12 @@ export interface StoreRow {
   /** Requests per call, counted at the driver: the raw path's and ours. */
   readonly rawRoundTrips?: number
   readonly oursRoundTrips?: number
+  /**
+   * For the replay: the store's claim of the recorded key alone, without the
+   * tool around it. Ours minus this is the tool's path; this minus raw is
+   * the store's own work (its clock, decoding the record, its deadline).
+   */
+  readonly storeMicros?: number
   readonly note?: string
 }
 
@@ -173,6 +179,13 @@ export const benchStores = async (options: { readonly rounds: number; readonly p
     let fresh = 0
     const prefix = `${fixture.name}-${Date.now()}`
     await call(`${prefix}-recorded`)
+    // The key the tool recorded (its effect key is the input's id), claimed by the store alone.
+    const store = await runtime.runPromise(AI.EffectStore)
+    const recordedId = { tool: noteDef.name, key: `${prefix}-recorded` }
+    const claimRecorded = () =>
+      Effect.runPromise(Effect.flatMap(store.claim(recordedId, { owner: 'bench', ttl: Duration.seconds(10) }), (claim) =>
+        claim._tag === 'Recorded' ? Effect.void : Effect.die(`the store answered ${claim._tag} for a recorded key`)))
+    const storeAlone: Array<number> = []
     for (let i = 0; i < 200; i++) await call(`${prefix}-warm-${i}`)
     const replay = samples()
     const apply = samples()
@@ -184,13 +197,14 @@ export const benchStores = async (options: { readonly rounds: number; readonly p
     for (let round = 0; round < options.rounds; round++) {
       replay.raw.push(await timeEach(options.perRound, counting(replay.rawTrips, (i) => Effect.runPromise(raw.read(i)))))
       replay.ours.push(await timeEach(options.perRound, counting(replay.oursTrips, () => call(`${prefix}-recorded`))))
+      storeAlone.push(await timeEach(options.perRound, claimRecorded))
       apply.raw.push(
         await timeEach(options.perRound, counting(apply.rawTrips, (i) =>
           Effect.runPromise(Effect.all([raw.insert(i * 2), raw.insert(i * 2 + 1)], { discard: true })))),
       )
       apply.ours.push(await timeEach(options.perRound, counting(apply.oursTrips, () => call(`${prefix}-new-${fresh++}`))))
     }
-    rows.push(row(fixture, 'replay (recorded key) vs 1 raw read', replay))
+    rows.push({ ...row(fixture, 'replay (recorded key) vs 1 raw read', replay), storeMicros: median(storeAlone) })
     rows.push(row(fixture, 'first application vs 2 raw round trips', apply))
     await Effect.runPromise(Scope.close(scope, Exit.void))
     await runtime.dispose()
