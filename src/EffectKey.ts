@@ -9,9 +9,10 @@
  *
  * @since 0.1.0
  */
-import { Effect, Predicate, Result, Schema } from "effect"
+import { Effect, Result, Schema } from "effect"
 import { WebCrypto } from "effect/crypto"
 import { Hex } from "effect/encoding"
+import { writeCanonical } from "./internal/json.ts"
 import { perRunKey } from "./internal/keys.ts"
 import type { RunContext } from "./RunContext.ts"
 
@@ -67,98 +68,8 @@ export class EffectKeyError extends Schema.TaggedError<EffectKeyError>()("Effect
  * @since 0.1.0
  * @category keys
  */
-export const canonicalJson = (value: unknown): Result.Result<string, EffectKeyError> => {
-  try {
-    return Result.succeed(writeCanonical(value))
-  } catch (error) {
-    if (error instanceof EffectKeyError) return Result.fail(error)
-    throw error
-  }
-}
-
-/** An object or array being written: its keys, how far the walk is, and what it has written. */
-interface Frame {
-  readonly value: object
-  readonly isArray: boolean
-  readonly keys: ReadonlyArray<string>
-  readonly parts: Array<string>
-  readonly parent: Frame | undefined
-  /** The key of this value in its parent. */
-  readonly label: string
-  index: number
-}
-
-/** The path of `label` inside `parent`, as `$.a[0].b`. */
-const pathOf = (parent: Frame | undefined, label: string): string => {
-  const steps: Array<string> = []
-  let step: string | undefined = label
-  for (let at = parent; at !== undefined; at = at.parent) {
-    if (step !== undefined) steps.push(at.isArray ? `[${step}]` : `.${step}`)
-    step = at.parent === undefined ? undefined : at.label
-  }
-  return `$${steps.reverse().join("")}`
-}
-
-// Built-ins whose JSON form is `{}` whatever they hold.
-const lossyBuiltins: ReadonlyArray<Function> = [Map, Set, WeakMap, WeakSet, RegExp, Promise]
-
-const fail = (parent: Frame | undefined, label: string, reason: string): never => {
-  throw new EffectKeyError({ path: pathOf(parent, label), reason })
-}
-
-/** Left out of objects, `null` in arrays: what JSON does with undefined, functions and symbols. */
-const omitted = Symbol()
-
-const writeCanonical = (root: unknown): string => {
-  const ancestors = new Set<object>()
-  const open = (input: unknown, parent: Frame | undefined, label: string): string | typeof omitted | Frame => {
-    let value = input
-    if (Predicate.isObject(value) && Predicate.hasProperty(value, "toJSON") && Predicate.isFunction(value.toJSON)) {
-      value = value.toJSON()
-    }
-    if (Predicate.isBigInt(value)) return fail(parent, label, "a BigInt has no JSON form")
-    if (value === undefined || Predicate.isFunction(value) || Predicate.isSymbol(value)) return omitted
-    if (!Predicate.isObjectOrArray(value)) return JSON.stringify(value)
-    if (lossyBuiltins.some((builtin) => value instanceof builtin)) {
-      return fail(parent, label, `a ${value.constructor.name} has no JSON form that keeps its contents`)
-    }
-    const isArray = Array.isArray(value)
-    const keys = isArray ? Array.from((value as ReadonlyArray<unknown>).keys(), String) : Object.keys(value).sort()
-    const prototype = Object.getPrototypeOf(value)
-    if (!isArray && keys.length === 0 && prototype !== Object.prototype && prototype !== null) {
-      return fail(parent, label, "a class instance with no enumerable property and no toJSON would be written as {}")
-    }
-    if (ancestors.has(value)) return fail(parent, label, "the value refers to itself (a cycle)")
-    ancestors.add(value)
-    return { value, isArray, keys, parts: [], parent, label, index: 0 }
-  }
-  const close = (frame: Frame): string => {
-    ancestors.delete(frame.value)
-    return frame.isArray ? `[${frame.parts.join(",")}]` : `{${frame.parts.join(",")}}`
-  }
-  const append = (frame: Frame, key: string, text: string | typeof omitted) => {
-    if (frame.isArray) frame.parts.push(text === omitted ? "null" : text)
-    else if (text !== omitted) frame.parts.push(`${JSON.stringify(key)}:${text}`)
-  }
-
-  const first = open(root, undefined, "")
-  if (first === omitted) return "null"
-  if (Predicate.isString(first)) return first
-  let frame: Frame = first
-  for (;;) {
-    if (frame.index < frame.keys.length) {
-      const key = frame.keys[frame.index++]!
-      const child = open((frame.value as Record<string, unknown>)[key], frame, key)
-      if (child === omitted || Predicate.isString(child)) append(frame, key, child)
-      else frame = child
-      continue
-    }
-    const text = close(frame)
-    if (frame.parent === undefined) return text
-    append(frame.parent, frame.label, text)
-    frame = frame.parent
-  }
-}
+export const canonicalJson = (value: unknown): Result.Result<string, EffectKeyError> =>
+  Result.mapError(writeCanonical(value), (problem) => new EffectKeyError(problem))
 
 // node:crypto hashes in the calling fiber; a WebCrypto digest is a promise
 // round trip for every key, which costs more than the hash itself.

@@ -2,7 +2,14 @@
  * Fills in the ids of a run that the caller left out.
  */
 import { Effect } from "effect"
-import { RunContext } from "../RunContext.ts"
+
+/** The run a stream provides to its tools (the shape of `RunContext`). */
+export interface Run {
+  readonly runId: string
+  readonly threadId: string
+  readonly agent: string
+  readonly trigger: string
+}
 
 export const makeRun = Effect.fnUntraced(function*(options: {
   readonly runId?: string | undefined
@@ -10,10 +17,11 @@ export const makeRun = Effect.fnUntraced(function*(options: {
   readonly agent?: string | undefined
   readonly trigger?: string | undefined
 }) {
-  return RunContext.of({
+  const run: Run = {
     runId: options.runId ?? (yield* Effect.sync(() => `run-${crypto.randomUUID()}`)),
     threadId: options.threadId ?? (yield* Effect.sync(() => `thread-${crypto.randomUUID()}`)),
     agent: options.agent ?? "chat",
     trigger: options.trigger ?? "chat"
-  })
+  }
+  return run
 })
