@@ -19,7 +19,7 @@
 import type { ServerResponse } from "node:http"
 import type { Effect, Scope } from "effect"
 import type { FakeFailure, FakeProviderScript, FakeProviderServer, FakeReply } from "./FakeProvider.ts"
-import { argumentsText, defaultUsage, eventStream, replyAt, scopedServer, sendJson, sendMalformedJson, sleep, startFakeHttp, textDeltas } from "./internal.ts"
+import { afterDelay, argumentsText, defaultUsage, eventStream, replyAt, scopedServer, sendJson, sendMalformedJson, sleep, startFakeHttp, textDeltas } from "./internal.ts"
 
 /**
  * The parts of a Messages API request body that tests read.
@@ -152,15 +152,13 @@ const usageOf = (reply: FakeReply) => {
 
 const answer = async (res: ServerResponse, request: MessagesRequest, index: number, reply: FakeReply | undefined): Promise<void> => {
   if (reply === undefined) return sendFailure(res, { status: 500, message: `The script has no turn ${index + 1}` })
-  if (reply.failure !== undefined) {
-    await sleep(reply.delayMs)
-    return void (res.destroyed || sendFailure(res, reply.failure))
-  }
+  const { failure } = reply
+  if (failure !== undefined) return afterDelay(res, reply.delayMs, () => sendFailure(res, failure))
   if (request.stream !== true) {
-    await sleep(reply.delayMs)
-    if (res.destroyed) return
-    if (reply.malformed === true) return sendMalformedJson(res)
-    return sendJson(res, 200, { ...message(request, index, reply), content: wholeContent(request, index, reply) })
+    return afterDelay(res, reply.delayMs, () =>
+      reply.malformed === true
+        ? sendMalformedJson(res)
+        : sendJson(res, 200, { ...message(request, index, reply), content: wholeContent(request, index, reply) }))
   }
   const send = eventStream(res)
   if (reply.malformed === true) {

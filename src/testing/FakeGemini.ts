@@ -23,7 +23,7 @@
 import type { ServerResponse } from "node:http"
 import { type Effect, Predicate, type Scope } from "effect"
 import type { FakeFailure, FakeProviderScript, FakeProviderServer, FakeReply } from "./FakeProvider.ts"
-import { argumentsText, defaultUsage, eventStream, replyAt, scopedServer, sendJson, sendMalformedJson, sleep, startFakeHttp, textDeltas } from "./internal.ts"
+import { afterDelay, argumentsText, defaultUsage, eventStream, replyAt, scopedServer, sendJson, sendMalformedJson, sleep, startFakeHttp, textDeltas } from "./internal.ts"
 
 /**
  * The parts of a Gemini `generateContent` request body that tests read.
@@ -178,15 +178,13 @@ const answer = async (res: ServerResponse, model: string, stream: boolean, index
     modelVersion: model,
     responseId: `resp_${index}`
   })
-  if (reply.failure !== undefined) {
-    await sleep(reply.delayMs)
-    return void (res.destroyed || sendFailure(res, reply.failure))
-  }
+  const { failure } = reply
+  if (failure !== undefined) return afterDelay(res, reply.delayMs, () => sendFailure(res, failure))
   if (!stream) {
-    await sleep(reply.delayMs)
-    if (res.destroyed) return
-    if (reply.malformed === true) return sendMalformedJson(res)
-    return sendJson(res, 200, chunk([{ text: textDeltas(reply).join("") }, ...calls], true))
+    return afterDelay(res, reply.delayMs, () =>
+      reply.malformed === true
+        ? sendMalformedJson(res)
+        : sendJson(res, 200, chunk([{ text: textDeltas(reply).join("") }, ...calls], true)))
   }
   const send = eventStream(res)
   if (reply.malformed === true) {
