@@ -4,8 +4,9 @@
  * - `model`: the offline demo model, a fake OpenAI Responses API;
  * - `effect <port> <model URL>`: the Effect Chat server (`effect/http`, its
  *   real `/api/chat` route, the SQLite store, the app's tools);
- * - `core <port> <model URL>`: a route on node:http with core `chat()` and a
- *   core server tool of the same `get_order`, against the same model;
+ * - `core <port> <model URL>`: a route on node:http with core `chat()` and
+ *   core server tools of the app's three definitions (so that each model
+ *   request declares the same tools), against the same model;
  * - `core-on-effect-http <port> <model URL>`: the same core route served by
  *   `effect/http` as the Effect Chat server serves its own (the web request
  *   and response converted), which tells the HTTP layer's share apart.
@@ -24,20 +25,24 @@ import { Effect, Layer } from 'effect'
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from 'effect/http'
 import { demoModel } from '../examples/chat-app/demo-model.ts'
 import { ChatApp } from '../examples/chat-app/server.ts'
+import { notifyDef, trackShipmentDef } from '../examples/chat-app/tools.ts'
 import { getOrderDef } from '../examples/orders/tools.ts'
 
 const [kind, portText, modelURL] = process.argv.slice(2)
 
-/** Core's route: `chat()` with a core server tool of the app's `get_order`. */
+/** Core's route: `chat()` with core server tools of the app's `get_order`, `notify` and `track_shipment`. */
 function coreRoute() {
   const adapter = createOpenaiChat('gpt-5.2', 'offline', { baseURL: modelURL! })
   const getOrder = getOrderDef.server(async ({ id }) => {
     if (id !== 'A-100') throw new Error(`OrderNotFound: ${id}`)
     return { status: 'shipped' }
   })
+  let sent = 0
+  const notify = notifyDef.server(async () => ({ messageId: ++sent }))
+  const trackShipment = trackShipmentDef.server(async ({ id }) => ({ id, status: 'arrived' }))
   return async (request: Request): Promise<Response> => {
     const params = await chatParamsFromRequest(request)
-    return toServerSentEventsResponse(chat({ adapter, ...params, tools: [getOrder] }))
+    return toServerSentEventsResponse(chat({ adapter, ...params, tools: [getOrder, notify, trackShipment] }))
   }
 }
 const port = Number(portText)

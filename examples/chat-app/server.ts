@@ -5,13 +5,13 @@
  * one Layer, built once for the process.
  */
 import { createServer } from 'node:http'
-import { chatParamsFromRequest, toServerSentEventsResponse } from '@tanstack/ai'
 import type { AnyTextAdapter } from '@tanstack/ai'
 import { NodeHttpServer } from '@effect/platform-node'
 import * as AI from '@tanstack/ai-effect'
+import { ChatRoute } from '@tanstack/ai-effect/http'
 import { layerSqlite } from '@tanstack/ai-effect/sqlite'
-import { Effect, Layer, Stream } from 'effect'
-import { HttpRouter, HttpServer, HttpServerRequest, HttpServerResponse, HttpStaticServer } from 'effect/http'
+import { Effect, Layer } from 'effect'
+import { HttpRouter, HttpServer, HttpServerResponse, HttpStaticServer } from 'effect/http'
 import { DbLive } from '../orders/db.ts'
 import { Outbox } from './Outbox.ts'
 import { getOrder, notify, trackShipment } from './tools.ts'
@@ -35,36 +35,17 @@ export interface ChatAppOptions {
 const services = (options: ChatAppOptions) =>
   Layer.mergeAll(DbLive, Outbox.layer(options.effectsDb), layerSqlite({ filename: options.effectsDb }))
 
-/**
- * The seed's route: a web `Request -> Response` handler. Its stream gets the
- * services of the app's Layer, which the server built once.
- */
-export const makeChatHandler = (adapter: AnyTextAdapter) =>
-  Effect.map(Effect.context<AI.EffectStore | Outbox | Layer.Success<typeof DbLive>>(), (services) =>
-    async (request: Request): Promise<Response> => {
-      const params = await chatParamsFromRequest(request)
-      const stream = AI.chat({ adapter, ...AI.fromChatParams(params), tools: [getOrder, notify, trackShipment] }).pipe(
-        Stream.provideContext(services),
-      )
-      return toServerSentEventsResponse(Stream.toAsyncIterable(stream))
-    })
-
 const Api = (options: ChatAppOptions) =>
   HttpRouter.use((router) =>
     Effect.gen(function* () {
-      const chat = yield* makeChatHandler(options.adapter)
       const outbox = yield* Outbox
-      yield* router.add('POST', '/api/chat', (request) =>
-        Effect.gen(function* () {
-          const web = yield* HttpServerRequest.toWeb(request)
-          // chatParamsFromRequest throws a 400 Response for a body that is not an AG-UI request.
-          const response = yield* Effect.tryPromise({ try: () => chat(web), catch: (error) => error })
-          return HttpServerResponse.fromWeb(response)
-        }).pipe(
-          Effect.catch((error) =>
-            Effect.succeed(error instanceof Response ? HttpServerResponse.fromWeb(error) : HttpServerResponse.text(String(error), { status: 500 })),
-          ),
-        ),
+      // The route stays in Effect: the AG-UI request read from the body, the
+      // run's chunks written as server-sent events, and a client that goes
+      // away interrupts the run.
+      yield* router.add(
+        'POST',
+        '/api/chat',
+        ChatRoute.handler((params) => AI.chat({ adapter: options.adapter, ...params, tools: [getOrder, notify, trackShipment] })),
       )
       yield* router.add(
         'GET',

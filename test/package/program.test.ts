@@ -85,3 +85,47 @@ describe("the fake provider servers, run from the installed package", () => {
     }
   })
 })
+
+/** The chat route on effect/http, served by the installed package against its fake OpenAI server. */
+const routeProgram = `
+import { createServer } from "node:http"
+import { NodeHttpServer } from "@effect/platform-node"
+import * as AI from "@tanstack/ai-effect"
+import { ChatRoute } from "@tanstack/ai-effect/http"
+import { startFakeOpenAI } from "@tanstack/ai-effect/testing"
+import { createOpenaiChat } from "@tanstack/ai-openai"
+import { Context, Effect, Layer } from "effect"
+import { HttpRouter, HttpServer } from "effect/http"
+
+const model = await startFakeOpenAI([{ text: ["Hello ", "there."] }])
+const adapter = createOpenaiChat("gpt-5.2", "k", { baseURL: model.baseURL, maxRetries: 0 })
+const Server = HttpRouter.serve(HttpRouter.add("POST", "/api/chat", ChatRoute.handler((params) => AI.chat({ adapter, ...params }))), {
+  disableListenLog: true,
+  disableLogger: true
+}).pipe(Layer.provideMerge(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" })))
+
+await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+  const server = Context.get(yield* Layer.build(Server), HttpServer.HttpServer)
+  const url = HttpServer.formatAddress(server.address) + "/api/chat"
+  const post = (body: string) => Effect.promise(() => fetch(url, { method: "POST", headers: { "content-type": "application/json" }, body }))
+  const ok = yield* post(JSON.stringify({ threadId: "t", runId: "r", messages: [{ id: "m1", role: "user", content: "Hi" }], tools: [], context: [] }))
+  const events = (yield* Effect.promise(() => ok.text())).split("\\n").filter((line) => line.startsWith("data: ")).map((line) => JSON.parse(line.slice(6)))
+  const text = events.flatMap((event) => event.type === "TEXT_MESSAGE_CONTENT" ? [event.delta] : []).join("")
+  const bad = yield* post("{ not json")
+  console.log("route: " + JSON.stringify({ status: ok.status, type: ok.headers.get("content-type"), first: events[0].type, text, badStatus: bad.status }))
+})))
+await model.close()
+`
+
+describe("the effect/http chat route, run from the installed package", () => {
+  it("answers an AG-UI request as server-sent events, and a body that is not one with a 400", async () => {
+    const dir = join(consumer().dir, "route")
+    mkdirSync(dir, { recursive: true })
+    writeFileSync(join(dir, "route.ts"), routeProgram)
+    const ran = await run(nodes().oldest, ["route.ts"], dir)
+    expect(ran.code, ran.stderr).toBe(0)
+    const line = ran.stdout.match(/^route: (.*)$/m)
+    expect(line, ran.stdout).not.toBeNull()
+    expect(JSON.parse(line![1]!)).toEqual({ status: 200, type: "text/event-stream", first: "RUN_STARTED", text: "Hello there.", badStatus: 400 })
+  })
+})
