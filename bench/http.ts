@@ -3,8 +3,9 @@
  * `effect/http`, the SQLite store, the app's tools) against a core-only route
  * (node:http, core `chat()`, core server tools of the app's three tools, so
  * that every model request declares the same tools), and that core route
- * served by `effect/http` through web `Request`/`Response` conversions, all answering from the same offline demo model. Each
- * runs in a process of its own, and autocannon drives one at a time with a
+ * served by `effect/http` through web `Request`/`Response` conversions, all
+ * answering from the same offline demo model. Each runs in a process of its
+ * own, and autocannon drives one at a time with a
  * bounded number of connections on 127.0.0.1, rounds alternating: requests
  * per second, p50 and p99 latency, and the server process's CPU per
  * request (user + system time from /proc). The Effect Chat server runs
