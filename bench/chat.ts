@@ -9,6 +9,7 @@ import type { StreamChunk } from '@tanstack/ai'
 import * as AI from '@tanstack/ai-effect'
 import { type ScriptedTurn, scriptedText } from '@tanstack/ai-effect/testing'
 import { Duration, Effect, Layer, ManagedRuntime, Schema, Stream } from 'effect'
+import { fromAsyncIterableBatched } from '../src/internal/batched.ts'
 
 export interface PairResult {
   readonly case: string
@@ -20,6 +21,12 @@ export interface PairResult {
   readonly ratio: number
   readonly ratioMin: number
   readonly ratioMax: number
+  /**
+   * A third path measured in the same rounds, that has our run without the
+   * part under test (`AI.chat` with core's tool, or `AI.serverTool` in place
+   * of `AI.effectTool`): its median µs, which splits the gap in two.
+   */
+  readonly split?: { readonly label: string; readonly micros: number }
 }
 
 const median = (values: ReadonlyArray<number>) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!
@@ -37,15 +44,22 @@ export const pair = async (
   options: { readonly rounds: number; readonly iterations: number },
   raw: (i: number) => Promise<unknown>,
   ours: (i: number) => Promise<unknown>,
+  split?: { readonly label: string; readonly run: (i: number) => Promise<unknown> },
 ): Promise<PairResult> => {
-  await timeOf(Math.max(3, Math.ceil(options.iterations / 2)), raw)
-  await timeOf(Math.max(3, Math.ceil(options.iterations / 2)), ours)
+  const warmUp = Math.max(3, Math.ceil(options.iterations / 2))
+  await timeOf(warmUp, raw)
+  await timeOf(warmUp, ours)
+  if (split !== undefined) await timeOf(warmUp, split.run)
   const raws: Array<number> = []
   const ourss: Array<number> = []
+  const splits: Array<number> = []
   const ratios: Array<number> = []
   for (let round = 0; round < options.rounds; round++) {
+    // Odd rounds time ours first, so that neither path always runs on the other's heels.
+    const o0 = round % 2 === 1 ? await timeOf(options.iterations, ours) : undefined
     const r = await timeOf(options.iterations, raw)
-    const o = await timeOf(options.iterations, ours)
+    const o = o0 ?? await timeOf(options.iterations, ours)
+    if (split !== undefined) splits.push(await timeOf(options.iterations, split.run))
     raws.push(r)
     ourss.push(o)
     ratios.push(o / r)
@@ -58,6 +72,7 @@ export const pair = async (
     ratio: median(ratios),
     ratioMin: Math.min(...ratios),
     ratioMax: Math.max(...ratios),
+    ...(split === undefined ? {} : { split: { label: split.label, micros: median(splits) } }),
   }
 }
 
@@ -99,7 +114,11 @@ export const benchChat = async (options: { readonly quick: boolean }) => {
   results.push(
     await pair('one turn of 10,000 text deltas', 1.05, { rounds, iterations: options.quick ? 2 : 5 },
       () => drainCore(coreChat({ adapter: scriptedText(deltas(10_000)), messages })),
-      () => runtime.runPromise(Stream.runDrain(AI.chat({ adapter: scriptedText(deltas(10_000)), messages })))),
+      () => runtime.runPromise(Stream.runDrain(AI.chat({ adapter: scriptedText(deltas(10_000)), messages }))),
+      {
+        label: "AI.chat's reader alone",
+        run: () => runtime.runPromise(Stream.runDrain(fromAsyncIterableBatched(coreChat({ adapter: scriptedText(deltas(10_000)), messages }), String))),
+      }),
   )
   const tenCalls = (i: number): ReadonlyArray<ScriptedTurn> => [
     { toolCalls: Array.from({ length: 10 }, (_, call) => ({ name: 'get_order', args: { id: `A-${i}-${call}` } })) },
@@ -108,25 +127,29 @@ export const benchChat = async (options: { readonly quick: boolean }) => {
   results.push(
     await pair('one turn of 10 tool calls (core server tool vs AI.serverTool)', 1.3, { rounds, iterations: options.quick ? 50 : 200 },
       (i) => drainCore(coreChat({ adapter: scriptedText(tenCalls(i)), messages, tools: [coreTool] })),
-      (i) => runtime.runPromise(Stream.runDrain(AI.chat({ adapter: scriptedText(tenCalls(i)), messages, tools: [serverTool] })))),
+      (i) => runtime.runPromise(Stream.runDrain(AI.chat({ adapter: scriptedText(tenCalls(i)), messages, tools: [serverTool] }))),
+      { label: 'AI.chat, core tool', run: (i) => runtime.runPromise(Stream.runDrain(AI.chat({ adapter: scriptedText(tenCalls(i)), messages, tools: [coreTool] }))) }),
   )
   results.push(
     await pair('200 tool calls in 20 turns (core server tools vs AI.serverTool)', 1.1, { rounds, iterations: options.quick ? 3 : 8 },
       () => drainCore(coreChat({ adapter: scriptedText(toolCallScript('x')), messages, tools: [coreTool], agentLoopStrategy: loop })),
-      () => runtime.runPromise(Stream.runDrain(AI.chat({ adapter: scriptedText(toolCallScript('x')), messages, tools: [serverTool], agentLoopStrategy: loop })))),
+      () => runtime.runPromise(Stream.runDrain(AI.chat({ adapter: scriptedText(toolCallScript('x')), messages, tools: [serverTool], agentLoopStrategy: loop }))),
+      { label: 'AI.chat, core tool', run: () => runtime.runPromise(Stream.runDrain(AI.chat({ adapter: scriptedText(toolCallScript('x')), messages, tools: [coreTool], agentLoopStrategy: loop }))) }),
   )
   // Replay: every key of run "replay" is recorded before the timing starts.
   await runtime.runPromise(Stream.runDrain(AI.chat({ adapter: scriptedText(toolCallScript('r')), messages, runId: 'replay', tools: [effectTool], agentLoopStrategy: loop })))
   results.push(
     await pair('200 AI.effectTool calls, every key recorded (replay), memory store', 1.5, { rounds, iterations: options.quick ? 3 : 8 },
       () => drainCore(coreChat({ adapter: scriptedText(toolCallScript('r')), messages, tools: [coreTool], agentLoopStrategy: loop })),
-      () => runtime.runPromise(Stream.runDrain(AI.chat({ adapter: scriptedText(toolCallScript('r')), messages, runId: 'replay', tools: [effectTool], agentLoopStrategy: loop })))),
+      () => runtime.runPromise(Stream.runDrain(AI.chat({ adapter: scriptedText(toolCallScript('r')), messages, runId: 'replay', tools: [effectTool], agentLoopStrategy: loop }))),
+      { label: 'AI.serverTool', run: () => runtime.runPromise(Stream.runDrain(AI.chat({ adapter: scriptedText(toolCallScript('r')), messages, tools: [serverTool], agentLoopStrategy: loop }))) }),
   )
   let run = 0
   results.push(
     await pair('200 AI.effectTool calls, every call applied, memory store', 2, { rounds, iterations: options.quick ? 3 : 8 },
       () => drainCore(coreChat({ adapter: scriptedText(toolCallScript('a')), messages, tools: [coreTool], agentLoopStrategy: loop })),
-      () => runtime.runPromise(Stream.runDrain(AI.chat({ adapter: scriptedText(toolCallScript('a')), messages, runId: `apply-${run++}`, tools: [effectTool], agentLoopStrategy: loop })))),
+      () => runtime.runPromise(Stream.runDrain(AI.chat({ adapter: scriptedText(toolCallScript('a')), messages, runId: `apply-${run++}`, tools: [effectTool], agentLoopStrategy: loop }))),
+      { label: 'AI.serverTool', run: () => runtime.runPromise(Stream.runDrain(AI.chat({ adapter: scriptedText(toolCallScript('a')), messages, tools: [serverTool], agentLoopStrategy: loop }))) }),
   )
   await runtime.dispose()
   return results

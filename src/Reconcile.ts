@@ -523,13 +523,14 @@ export const effectTool = <
    */
   const keepLease = (store: EffectStore["Service"], id: EffectId, fence: number, claimedAt: number): Effect.Effect<never, ClaimLost> => {
     let heldUntil = claimedAt + leaseMillis
-    const lost = new ClaimLost({ ...id, fence })
+    // Made only when the lease is lost: an error captures a stack trace, which costs more than the rest of a call.
+    const lost = () => new ClaimLost({ ...id, fence })
     const renew = Effect.gen(function*() {
       const sentAt = yield* Clock.currentTimeMillis
       const stopAt = heldUntil - renewEveryMillis
-      if (sentAt >= stopAt) return yield* lost
+      if (sentAt >= stopAt) return yield* lost()
       const renewed = yield* store.renew(id, { fence, ttl: lease }).pipe(
-        Effect.timeoutOrElse({ duration: Duration.millis(stopAt - sentAt), orElse: () => Effect.fail(lost) }),
+        Effect.timeoutOrElse({ duration: Duration.millis(stopAt - sentAt), orElse: () => Effect.fail(lost()) }),
         Effect.as(true),
         Effect.catchTag("EffectStoreError", (error) =>
           Effect.as(Effect.logWarning(`The lease could not be renewed (${error.message}); trying again while it holds`), false))

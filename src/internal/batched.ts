@@ -7,16 +7,18 @@
  * the cost. A batch ends when the next element is not ready within one
  * `setImmediate`, so an element that is ready is never held back for a later
  * one: a slow stream is delivered element by element, as it arrives.
+ *
+ * The reader is a pump: each settled `next()` pushes its element into the
+ * batch and asks for the next one, at the cost of one `then` per element
+ * (no race against the turn, no async function per element).
  */
 import { Cause, Channel, Effect, Scope, Stream } from "effect"
-import type * as Arr from "effect/Array"
-
-const notReady = Symbol()
-
-const nextTurn = (): Promise<typeof notReady> => new Promise((resolve) => setImmediate(() => resolve(notReady)))
+import * as Arr from "effect/Array"
 
 /** At most this many elements per chunk, so that a chunk stays small for the consumer. */
 const maxBatch = 1024
+
+type Resume<A, E> = (effect: Effect.Effect<Arr.NonEmptyReadonlyArray<A>, E | Cause.Done>) => void
 
 export const fromAsyncIterableBatched = <A, E>(
   iterable: AsyncIterable<A>,
@@ -27,52 +29,92 @@ export const fromAsyncIterableBatched = <A, E>(
   onEnd?: () => void
 ): Stream.Stream<A, E> =>
   Stream.fromChannel(Channel.fromTransform((_, scope) =>
-    Effect.gen(function*() {
+    Effect.suspend(() => {
       const iterator = iterable[Symbol.asyncIterator]()
-      // The `next()` asked for and not settled yet: awaited by a pull, or kept
-      // for the next pull when it was not ready in time. The finalizer must see
-      // every one: a tool runs inside core's `next()`, and a stop from inside
-      // the tool must not await a `return()` that waits for that tool.
-      let pending: Promise<IteratorResult<A>> | undefined
+      // A `next()` asked for and not settled yet. The finalizer must know: a
+      // tool runs inside core's `next()`, and a stop from inside the tool must
+      // not await a `return()` that waits for that tool.
+      let inFlight = false
       let finished = false
-      if (iterator.return) {
-        // `return()` may not settle until a pending `next()` does, so only await it when idle.
-        yield* Scope.addFinalizer(
+      let failure: { readonly error: unknown } | undefined
+      // Elements read and not delivered yet.
+      let batch: Array<A> = []
+      // The pull waiting for a batch, and the turn that ends it.
+      let waiting: Resume<A, E> | undefined
+      let turn: ReturnType<typeof setImmediate> | undefined
+
+      const deliver = () => {
+        if (turn !== undefined) {
+          clearImmediate(turn)
+          turn = undefined
+        }
+        const resume = waiting!
+        waiting = undefined
+        const out = batch
+        if (Arr.isArrayNonEmpty(out)) {
+          batch = []
+          onBatch?.(out)
+          resume(Effect.succeed(out))
+        } else if (failure !== undefined) {
+          resume(Effect.fail(onError(failure.error)))
+        } else {
+          resume(Cause.done())
+        }
+      }
+      const onTurn = () => {
+        turn = undefined
+        if (waiting !== undefined && batch.length > 0) deliver()
+      }
+      const onResult = (result: IteratorResult<A>) => {
+        inFlight = false
+        if (result.done === true) {
+          finished = true
+          onEnd?.()
+          if (waiting !== undefined) deliver()
+          return
+        }
+        batch.push(result.value)
+        // Without a waiting pull, the element waits for the next one.
+        if (waiting === undefined) return
+        if (batch.length >= maxBatch) return deliver()
+        turn ??= setImmediate(onTurn)
+        ask()
+      }
+      const onFailure = (error: unknown) => {
+        inFlight = false
+        failure = { error }
+        if (waiting !== undefined) deliver()
+      }
+      const ask = () => {
+        inFlight = true
+        iterator.next().then(onResult, onFailure)
+      }
+
+      const pull = Effect.callback<Arr.NonEmptyReadonlyArray<A>, E | Cause.Done>((resume) => {
+        waiting = resume
+        if (batch.length >= maxBatch || finished || failure !== undefined) return deliver()
+        if (batch.length > 0) turn ??= setImmediate(onTurn)
+        if (!inFlight) ask()
+        // Interrupted while waiting: the element in flight stays for the finalizer.
+        return Effect.sync(() => {
+          waiting = undefined
+          if (turn !== undefined) clearImmediate(turn)
+          turn = undefined
+        })
+      })
+
+      if (iterator.return === undefined) return Effect.succeed(pull)
+      // `return()` may not settle until the `next()` in flight does, so only await it when idle.
+      return Effect.as(
+        Scope.addFinalizer(
           scope,
           Effect.suspend(() =>
-            pending === undefined
-              ? Effect.promise(() => iterator.return!())
-              : Effect.sync(() => void iterator.return!().catch(() => undefined))
+            inFlight
+              ? Effect.sync(() => void iterator.return!().catch(() => undefined))
+              : Effect.promise(() => iterator.return!())
           )
-        )
-      }
-      const readBatch = async (): Promise<Arr.NonEmptyReadonlyArray<A> | undefined> => {
-        const first = await (pending ??= iterator.next())
-        pending = undefined
-        if (first.done === true) {
-          onEnd?.()
-          return undefined
-        }
-        const batch: [A, ...Array<A>] = [first.value]
-        const turn = nextTurn()
-        while (batch.length < maxBatch) {
-          const next = pending = iterator.next()
-          const result = await Promise.race([next, turn])
-          if (result === notReady) break
-          pending = undefined
-          if (result.done === true) {
-            finished = true
-            onEnd?.()
-            break
-          }
-          batch.push(result.value)
-        }
-        onBatch?.(batch)
-        return batch
-      }
-      return Effect.flatMap(
-        Effect.tryPromise({ try: () => finished ? Promise.resolve(undefined) : readBatch(), catch: onError }),
-        (batch) => batch === undefined ? Cause.done() : Effect.succeed(batch)
+        ),
+        pull
       )
     })
   ))
