@@ -71,9 +71,17 @@ export class EffectKeyError extends Schema.TaggedError<EffectKeyError>()("Effect
 export const canonicalJson = (value: unknown): Result.Result<string, EffectKeyError> =>
   Result.mapError(writeCanonical(value), (problem) => new EffectKeyError(problem))
 
-// node:crypto hashes in the calling fiber; a WebCrypto digest is a promise
-// round trip for every key, which costs more than the hash itself.
+// node:crypto hashes in the calling fiber (its one-shot `hash`, which makes
+// no Hash object); a WebCrypto digest is a promise round trip for every key,
+// which costs more than the hash itself.
 const nodeCrypto = globalThis.process?.getBuiltinModule?.("node:crypto")
+
+/** A synchronous SHA-256 in hex; `hash` is missing from some runtimes' `node:crypto`. */
+const nodeSha256Hex: ((text: string) => string) | undefined = nodeCrypto === undefined
+  ? undefined
+  : typeof nodeCrypto.hash === "function"
+  ? (text) => nodeCrypto.hash("sha256", text, "hex")
+  : (text) => nodeCrypto.createHash("sha256").update(text).digest("hex")
 
 /**
  * The lowercase hex SHA-256 of a text: synchronous `node:crypto` where the
@@ -90,7 +98,7 @@ const nodeCrypto = globalThis.process?.getBuiltinModule?.("node:crypto")
  * @category keys
  */
 export const sha256Hex = (text: string): Effect.Effect<string> => {
-  if (nodeCrypto !== undefined) return Effect.sync(() => nodeCrypto.createHash("sha256").update(text).digest("hex"))
+  if (nodeSha256Hex !== undefined) return Effect.sync(() => nodeSha256Hex(text))
   return Effect.flatMap(
     Effect.service(WebCrypto.WebCrypto),
     (crypto) =>
