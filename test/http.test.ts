@@ -1,25 +1,18 @@
 import { createServer } from "node:http"
-import { toolDefinition } from "@tanstack/ai"
 import { NodeHttpServer } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
 import * as AI from "@tanstack/ai-effect"
 import { ChatRoute } from "@tanstack/ai-effect/http"
 import { fakeOpenAI } from "@tanstack/ai-effect/testing"
 import { createOpenaiChat } from "@tanstack/ai-openai"
-import { Context, Deferred, Effect, Layer, Schema } from "effect"
+import { Context, Deferred, Effect, Layer } from "effect"
 import { HttpRouter, HttpServer, type HttpServerRequest, type HttpServerResponse } from "effect/http"
 import { chatRequestBody } from "./support/agui.ts"
+import { getOrderDef } from "./support/tools.ts"
 
 class Orders extends Context.Service<Orders, { readonly status: (id: string) => string }>()("test/http/Orders") {
   static readonly layer = Layer.succeed(Orders, { status: (id) => id === "A-100" ? "shipped" : "unknown" })
 }
-
-const getOrderDef = toolDefinition({
-  name: "get_order",
-  description: "Get the status of an order",
-  inputSchema: AI.toolSchema(Schema.Struct({ id: Schema.String })),
-  outputSchema: AI.toolSchema(Schema.Struct({ status: Schema.String }))
-})
 
 const getOrder = AI.serverTool(getOrderDef, ({ id }) =>
   Effect.gen(function*() {

@@ -11,13 +11,25 @@ const gettingStartedProgram = () => {
   return block[1]!
 }
 
+/** Saves a program into a folder of the consumer project, as a reader saves one; gives the folder. */
+const saveProgram = (folder: string, file: string, source: string): string => {
+  const dir = join(consumer().dir, folder)
+  mkdirSync(dir, { recursive: true })
+  writeFileSync(join(dir, file), source)
+  return dir
+}
+
+/** The JSON a program printed after `label: `, or null when it printed none. */
+const printed = (stdout: string, label: string): unknown => {
+  const line = stdout.match(new RegExp(`^${label}: (.*)$`, "m"))
+  return line === null ? null : JSON.parse(line[1]!)
+}
+
 const outcomeOf = (stdout: string) => (JSON.parse(stdout.match(/^notify: (.*)$/m)![1]!) as { readonly outcome: string }).outcome
 
 describe("the getting-started program, run from the installed package", () => {
   it("applies its effect tool once on SQLite, and a second process replays the record", async () => {
-    const dir = join(consumer().dir, "getting-started")
-    mkdirSync(dir, { recursive: true })
-    writeFileSync(join(dir, "notify.ts"), gettingStartedProgram())
+    const dir = saveProgram("getting-started", "notify.ts", gettingStartedProgram())
 
     const first = await run(nodes().oldest, ["notify.ts"], dir)
     expect(first.code, first.stderr).toBe(0)
@@ -70,15 +82,11 @@ for (const [name, server, adapter] of servers) {
 
 describe("the fake provider servers, run from the installed package", () => {
   it("drive the real OpenAI, Anthropic and Gemini adapters: a tool call decodes, its result reaches the model, the answer streams", async () => {
-    const dir = join(consumer().dir, "providers")
-    mkdirSync(dir, { recursive: true })
-    writeFileSync(join(dir, "providers.ts"), providersProgram)
+    const dir = saveProgram("providers", "providers.ts", providersProgram)
     const ran = await run(nodes().oldest, ["providers.ts"], dir)
     expect(ran.code, ran.stderr).toBe(0)
     for (const name of ["openai", "anthropic", "gemini"]) {
-      const line = ran.stdout.match(new RegExp(`^${name}: (.*)$`, "m"))
-      expect(line, ran.stdout).not.toBeNull()
-      expect(JSON.parse(line![1]!)).toEqual({
+      expect(printed(ran.stdout, name), ran.stdout).toEqual({
         results: [{ callId: "call_1", output: JSON.stringify({ status: "A-100:undefined" }) }],
         text: "Shipped."
       })
@@ -119,13 +127,9 @@ await model.close()
 
 describe("the effect/http chat route, run from the installed package", () => {
   it("answers an AG-UI request as server-sent events, and a body that is not one with a 400", async () => {
-    const dir = join(consumer().dir, "route")
-    mkdirSync(dir, { recursive: true })
-    writeFileSync(join(dir, "route.ts"), routeProgram)
+    const dir = saveProgram("route", "route.ts", routeProgram)
     const ran = await run(nodes().oldest, ["route.ts"], dir)
     expect(ran.code, ran.stderr).toBe(0)
-    const line = ran.stdout.match(/^route: (.*)$/m)
-    expect(line, ran.stdout).not.toBeNull()
-    expect(JSON.parse(line![1]!)).toEqual({ status: 200, type: "text/event-stream", first: "RUN_STARTED", text: "Hello there.", badStatus: 400 })
+    expect(printed(ran.stdout, "route"), ran.stdout).toEqual({ status: 200, type: "text/event-stream", first: "RUN_STARTED", text: "Hello there.", badStatus: 400 })
   })
 })
