@@ -21,12 +21,23 @@ export interface PairResult {
   readonly ratio: number
   readonly ratioMin: number
   readonly ratioMax: number
-  /**
-   * A third path measured in the same rounds, that has our run without the
-   * part under test (`AI.chat` with core's tool, or `AI.serverTool` in place
-   * of `AI.effectTool`): its median µs, which splits the gap in two.
-   */
-  readonly split?: { readonly label: string; readonly micros: number }
+  /** The third path of the case, with its median µs. */
+  readonly split?: Omit<Split, 'run'> & { readonly micros: number }
+}
+
+/**
+ * A third path measured in the same rounds, that has our run without the
+ * part under test (`AI.chat` with core's tool, `AI.serverTool` in place of
+ * `AI.effectTool`, the reader alone). It splits the gap in two: `first` names
+ * what it costs over core, `second` what ours costs over it, each with the
+ * guarantees it pays for; `calls` per run give the second part per call.
+ */
+export interface Split {
+  readonly label: string
+  readonly run: (i: number) => Promise<unknown>
+  readonly first: string
+  readonly second: string
+  readonly calls: number
 }
 
 const median = (values: ReadonlyArray<number>) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!
@@ -44,7 +55,7 @@ export const pair = async (
   options: { readonly rounds: number; readonly iterations: number },
   raw: (i: number) => Promise<unknown>,
   ours: (i: number) => Promise<unknown>,
-  split?: { readonly label: string; readonly run: (i: number) => Promise<unknown> },
+  split?: Split,
 ): Promise<PairResult> => {
   const warmUp = Math.max(3, Math.ceil(options.iterations / 2))
   await timeOf(warmUp, raw)
@@ -72,7 +83,7 @@ export const pair = async (
     ratio: median(ratios),
     ratioMin: Math.min(...ratios),
     ratioMax: Math.max(...ratios),
-    ...(split === undefined ? {} : { split: { label: split.label, micros: median(splits) } }),
+    ...(split === undefined ? {} : { split: { label: split.label, first: split.first, second: split.second, calls: split.calls, micros: median(splits) } }),
   }
 }
 
@@ -102,6 +113,13 @@ const toolCallScript = (prefix: string): ReadonlyArray<ScriptedTurn> => [
   { text: 'Done.' },
 ]
 
+/** The two parts of a tool case's gap: the run around core's tool, and our tool path. */
+const runAndToolPath = (calls: number) => ({
+  first: 'the run (abort and interrupt on stop, span, argument guard)',
+  second: 'the tool path (a fiber a stop interrupts, span, services)',
+  calls,
+})
+
 const deltas = (count: number): ReadonlyArray<ScriptedTurn> => [{ text: Array.from({ length: count }, (_, i) => `w${i} `) }]
 
 export const benchChat = async (options: { readonly quick: boolean }) => {
@@ -118,6 +136,9 @@ export const benchChat = async (options: { readonly quick: boolean }) => {
       {
         label: "AI.chat's reader alone",
         run: () => runtime.runPromise(Stream.runDrain(fromAsyncIterableBatched(coreChat({ adapter: scriptedText(deltas(10_000)), messages }), String))),
+        first: 'the batched reader',
+        second: 'the run (span, abort on stop, the argument guard on every chunk)',
+        calls: 0,
       }),
   )
   const tenCalls = (i: number): ReadonlyArray<ScriptedTurn> => [
@@ -128,13 +149,13 @@ export const benchChat = async (options: { readonly quick: boolean }) => {
     await pair('one turn of 10 tool calls (core server tool vs AI.serverTool)', 1.3, { rounds, iterations: options.quick ? 50 : 200 },
       (i) => drainCore(coreChat({ adapter: scriptedText(tenCalls(i)), messages, tools: [coreTool] })),
       (i) => runtime.runPromise(Stream.runDrain(AI.chat({ adapter: scriptedText(tenCalls(i)), messages, tools: [serverTool] }))),
-      { label: 'AI.chat, core tool', run: (i) => runtime.runPromise(Stream.runDrain(AI.chat({ adapter: scriptedText(tenCalls(i)), messages, tools: [coreTool] }))) }),
+      { label: 'AI.chat, core tool', run: (i) => runtime.runPromise(Stream.runDrain(AI.chat({ adapter: scriptedText(tenCalls(i)), messages, tools: [coreTool] }))), ...runAndToolPath(10) }),
   )
   results.push(
     await pair('200 tool calls in 20 turns (core server tools vs AI.serverTool)', 1.1, { rounds, iterations: options.quick ? 3 : 8 },
       () => drainCore(coreChat({ adapter: scriptedText(toolCallScript('x')), messages, tools: [coreTool], agentLoopStrategy: loop })),
       () => runtime.runPromise(Stream.runDrain(AI.chat({ adapter: scriptedText(toolCallScript('x')), messages, tools: [serverTool], agentLoopStrategy: loop }))),
-      { label: 'AI.chat, core tool', run: () => runtime.runPromise(Stream.runDrain(AI.chat({ adapter: scriptedText(toolCallScript('x')), messages, tools: [coreTool], agentLoopStrategy: loop }))) }),
+      { label: 'AI.chat, core tool', run: () => runtime.runPromise(Stream.runDrain(AI.chat({ adapter: scriptedText(toolCallScript('x')), messages, tools: [coreTool], agentLoopStrategy: loop }))), ...runAndToolPath(200) }),
   )
   // Replay: every key of run "replay" is recorded before the timing starts.
   await runtime.runPromise(Stream.runDrain(AI.chat({ adapter: scriptedText(toolCallScript('r')), messages, runId: 'replay', tools: [effectTool], agentLoopStrategy: loop })))
@@ -142,14 +163,26 @@ export const benchChat = async (options: { readonly quick: boolean }) => {
     await pair('200 AI.effectTool calls, every key recorded (replay), memory store', 1.5, { rounds, iterations: options.quick ? 3 : 8 },
       () => drainCore(coreChat({ adapter: scriptedText(toolCallScript('r')), messages, tools: [coreTool], agentLoopStrategy: loop })),
       () => runtime.runPromise(Stream.runDrain(AI.chat({ adapter: scriptedText(toolCallScript('r')), messages, runId: 'replay', tools: [effectTool], agentLoopStrategy: loop }))),
-      { label: 'AI.serverTool', run: () => runtime.runPromise(Stream.runDrain(AI.chat({ adapter: scriptedText(toolCallScript('r')), messages, tools: [serverTool], agentLoopStrategy: loop }))) }),
+      {
+        label: 'AI.serverTool',
+        run: () => runtime.runPromise(Stream.runDrain(AI.chat({ adapter: scriptedText(toolCallScript('r')), messages, tools: [serverTool], agentLoopStrategy: loop }))),
+        first: 'the run and the tool path',
+        second: 'at most once (key, fingerprint, the claim that finds the record, sharing)',
+        calls: 200,
+      }),
   )
   let run = 0
   results.push(
     await pair('200 AI.effectTool calls, every call applied, memory store', 2, { rounds, iterations: options.quick ? 3 : 8 },
       () => drainCore(coreChat({ adapter: scriptedText(toolCallScript('a')), messages, tools: [coreTool], agentLoopStrategy: loop })),
       () => runtime.runPromise(Stream.runDrain(AI.chat({ adapter: scriptedText(toolCallScript('a')), messages, runId: `apply-${run++}`, tools: [effectTool], agentLoopStrategy: loop }))),
-      { label: 'AI.serverTool', run: () => runtime.runPromise(Stream.runDrain(AI.chat({ adapter: scriptedText(toolCallScript('a')), messages, tools: [serverTool], agentLoopStrategy: loop }))) }),
+      {
+        label: 'AI.serverTool',
+        run: () => runtime.runPromise(Stream.runDrain(AI.chat({ adapter: scriptedText(toolCallScript('a')), messages, tools: [serverTool], agentLoopStrategy: loop }))),
+        first: 'the run and the tool path',
+        second: 'at most once (the claim and its lease, the fenced record, deadlines)',
+        calls: 200,
+      }),
   )
   await runtime.dispose()
   return results

@@ -8,8 +8,8 @@
  *   core server tools of the app's three definitions (so that each model
  *   request declares the same tools), against the same model;
  * - `core-on-effect-http <port> <model URL>`: the same core route served by
- *   `effect/http` as the Effect Chat server serves its own (the web request
- *   and response converted), which tells the HTTP layer's share apart.
+ *   `effect/http` through web `Request`/`Response` conversions, the way
+ *   Effect Chat served its own before `ChatRoute`, for comparison.
  *
  * It prints `ready <base URL>` once it listens.
  */

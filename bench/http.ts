@@ -5,11 +5,11 @@
  * that every model request declares the same tools), and that core route
  * served by `effect/http` through web `Request`/`Response` conversions, all
  * answering from the same offline demo model. Each runs in a process of its
- * own, and autocannon drives one at a time with a
- * bounded number of connections on 127.0.0.1, rounds alternating: requests
- * per second, p50 and p99 latency, and the server process's CPU per
- * request (user + system time from /proc). The Effect Chat server runs
- * without its access log, since the core route writes none.
+ * own, and autocannon drives one at a time with a bounded number of
+ * connections on 127.0.0.1, rounds alternating: requests per second, p50
+ * and p99 latency, and the server process's CPU per request (user + system
+ * time from /proc). The Effect Chat server runs without its access log,
+ * since the core route writes none.
  */
 import { type ChildProcess, spawn } from 'node:child_process'
 import { readFileSync } from 'node:fs'

@@ -80,44 +80,16 @@ const results = {
 writeFileSync(join(import.meta.dirname, 'results.json'), `${JSON.stringify(results, null, 2)}\n`)
 
 const met = (ratio: number, target: number | undefined) => target === undefined ? '' : ratio <= target ? 'met' : '**missed**'
-/**
- * How each chat case's gap over core splits, by the third path timed in the
- * same rounds: the first part is that path's cost over core, the second ours
- * over that path; each names the guarantees it pays for.
- */
-const gapParts: Record<string, { readonly calls: number; readonly first: string; readonly second: string }> = {
-  'one turn of 10,000 text deltas': { calls: 0, first: 'the batched reader', second: 'the run (span, abort on stop, the argument guard on every chunk)' },
-  'one turn of 10 tool calls (core server tool vs AI.serverTool)': {
-    calls: 10,
-    first: 'the run (abort and interrupt on stop, span, argument guard)',
-    second: 'the tool path (a fiber a stop interrupts, span, services)',
-  },
-  '200 tool calls in 20 turns (core server tools vs AI.serverTool)': {
-    calls: 200,
-    first: 'the run (abort and interrupt on stop, span, argument guard)',
-    second: 'the tool path (a fiber a stop interrupts, span, services)',
-  },
-  '200 AI.effectTool calls, every key recorded (replay), memory store': {
-    calls: 200,
-    first: 'the run and the tool path',
-    second: 'at most once (key, fingerprint, the claim that finds the record, sharing)',
-  },
-  '200 AI.effectTool calls, every call applied, memory store': {
-    calls: 200,
-    first: 'the run and the tool path',
-    second: 'at most once (the claim and its lease, the fenced record, deadlines)',
-  },
-}
 const micros = (value: number) => `${value.toFixed(Math.abs(value) < 10 ? 1 : 0)} µs`
 /** A part of a gap; medians of noisy paths can put a small part below zero. */
 const part = (value: number, unit = '') => value <= 0 ? '≈ 0 (within the noise)' : `+${micros(value)}${unit}`
-const gapOf = (row: PairResult) => {
-  const parts = gapParts[row.case]
-  if (parts === undefined || row.split === undefined) return ''
-  const first = row.split.micros - row.rawMicros
-  const second = row.oursMicros - row.split.micros
-  const perCall = parts.calls === 0 || second <= 0 ? '' : ` (${micros(second / parts.calls)} per call)`
-  return `: ${parts.first} ${part(first, ' per run')}, ${parts.second} ${part(second)}${perCall}`
+/** How a chat case's gap over core splits, by its third path: each part's cost and the guarantees it pays for. */
+const gapOf = ({ split, rawMicros, oursMicros }: PairResult) => {
+  if (split === undefined) return ''
+  const first = split.micros - rawMicros
+  const second = oursMicros - split.micros
+  const perCall = split.calls === 0 || second <= 0 ? '' : ` (${micros(second / split.calls)} per call)`
+  return `: ${split.first} ${part(first, ' per run')}, ${split.second} ${part(second)}${perCall}`
 }
 const chatRows = (rows: ReadonlyArray<PairResult>) =>
   rows.map((row) => {
