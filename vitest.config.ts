@@ -8,10 +8,14 @@ export default defineConfig({
   resolve: { conditions },
   ssr: { resolve: { conditions, externalConditions: conditions } },
   test: {
-    include: ["test/**/*.test.ts"],
-    // The package suite has a config of its own (vitest.package.config.ts).
-    exclude: ["test/package/**"],
     testTimeout: 30_000,
-    hookTimeout: 60_000
+    hookTimeout: 60_000,
+    projects: [
+      // The fast loop (npm run test:unit): one process, loopback fakes only.
+      { extends: true, test: { name: "unit", include: ["test/*.test.ts"] } },
+      // Suites that start processes, database servers or a browser.
+      { extends: true, test: { name: "e2e", include: ["test/e2e/**/*.test.ts"] } }
+    ]
+    // The package suite has a config of its own (vitest.package.config.ts).
   }
 })

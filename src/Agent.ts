@@ -13,7 +13,7 @@ import { Effect, Stream } from "effect"
 import { chat, type ChatError, type ChatOptions, type ChatRequirements, type CoreTool } from "./Chat.ts"
 import { makeRun } from "./internal/run.ts"
 import type { RunContext } from "./RunContext.ts"
-import type { EffectTool } from "./ServerTool.ts"
+import type { ServerTool } from "./ServerTool.ts"
 
 /**
  * The tools of an agent: a list, or a function of the run that makes one.
@@ -60,7 +60,7 @@ export interface Agent<TAdapter extends AnyTextAdapter, Tools extends ReadonlyAr
  */
 export const defineAgent = <
   TAdapter extends AnyTextAdapter,
-  const Tools extends ReadonlyArray<CoreTool<TAdapter> | EffectTool.Any> = []
+  const Tools extends ReadonlyArray<CoreTool<TAdapter> | ServerTool.Any> = []
 >(agent: Agent<TAdapter, Tools>): Agent<TAdapter, Tools> => agent
 
 /**
@@ -96,7 +96,7 @@ export interface RunAgentOptions<TAdapter extends AnyTextAdapter> {
  * @since 0.1.0
  * @category run
  */
-export const runAgent = <TAdapter extends AnyTextAdapter, const Tools extends ReadonlyArray<CoreTool<TAdapter> | EffectTool.Any>>(
+export const runAgent = <TAdapter extends AnyTextAdapter, const Tools extends ReadonlyArray<CoreTool<TAdapter> | ServerTool.Any>>(
   agent: Agent<TAdapter, Tools>,
   options: RunAgentOptions<TAdapter>
 ): Stream.Stream<StreamChunk, ChatError, ChatRequirements<Tools>> =>

@@ -8,6 +8,7 @@
  */
 import type { StreamChunk } from "@tanstack/ai"
 import { Option, Predicate, Schema, Stream } from "effect"
+import { runErrorOf } from "./internal/agui.ts"
 
 /**
  * Why an activity failed:
@@ -157,10 +158,8 @@ export const failOnProviderError = <E, R>(self: Stream.Stream<StreamChunk, E, R>
     }
     return self.pipe(
       Stream.flatMap((chunk) => {
-        if (chunk.type === "RUN_ERROR") {
-          const code = chunk.code ?? chunk.error?.code
-          return Stream.fail(toAiError("chat", { message: chunk.message ?? chunk.error?.message ?? "The run failed", code }, notAborted))
-        }
+        const runError = runErrorOf(chunk)
+        if (runError !== undefined) return Stream.fail(toAiError("chat", runError, notAborted))
         if (first && chunk.type === "RUN_STARTED") {
           first = false
           heldStart = chunk

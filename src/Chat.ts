@@ -3,7 +3,7 @@
  *
  * `chat` takes the options of core `chat()` and returns a
  * `Stream<StreamChunk, ChatError, R>`, where `R` is the union of the services
- * its Effect tools need. The tools run in fibers that belong to the stream:
+ * its server tools need. The tools run in fibers that belong to the stream:
  * when the stream stops (the consumer returns the iterator, `Stream.take`
  * ends it, or its fiber is interrupted) the model request is aborted and the
  * running tool fiber is interrupted, and its finalizers have run before the
@@ -12,7 +12,7 @@
  * A run is traced: `AI.chat` runs in the span `AI.chat` (`AI.agent <name>`
  * for an agent's run) with the OpenTelemetry GenAI attributes (operation,
  * model, provider, conversation id, agent, and the token usage the adapter
- * reports), and every Effect tool call runs in a child span `AI.tool <name>`.
+ * reports), and every server tool call runs in a child span `AI.tool <name>`.
  *
  * @since 0.1.0
  */
@@ -26,9 +26,10 @@ import { guardArguments } from "./internal/arguments.ts"
 import { fromAsyncIterableBatched } from "./internal/batched.ts"
 import { makeRun } from "./internal/run.ts"
 import { unwrapScoped } from "./internal/scoped.ts"
-import { addUsage, type Usage, usageAttributes } from "./internal/telemetry.ts"
+import { addUsage, type Usage } from "./internal/agui.ts"
+import { usageAttributes } from "./internal/telemetry.ts"
 import { RunContext } from "./RunContext.ts"
-import { type EffectTool, wrapToolsForRun } from "./ServerTool.ts"
+import { type ServerTool, wrapToolsForRun } from "./ServerTool.ts"
 
 /**
  * A tool that core `chat()` accepts: a core server tool, a client tool or a
@@ -53,7 +54,7 @@ export type ChatMessage<TAdapter extends AnyTextAdapter = AnyTextAdapter> = NonN
 
 /**
  * The options of {@link chat}: those of core `chat()` for a streaming run,
- * with `tools` that may also hold Effect tools, and `messages` that may be a
+ * with `tools` that may also hold server tools, and `messages` that may be a
  * readonly array (the run only reads them). The stream owns the abort
  * controller, so there is none to pass.
  *
@@ -72,14 +73,14 @@ export type ChatOptions<TAdapter extends AnyTextAdapter, Tools extends ReadonlyA
   }
 
 /**
- * The services a chat stream needs for its tools: those of every Effect tool,
+ * The services a chat stream needs for its tools: those of every server tool,
  * less the `RunContext` that the stream provides itself.
  *
  * @since 0.1.0
  * @category models
  */
 export type ChatRequirements<Tools extends ReadonlyArray<unknown>> = Exclude<
-  EffectTool.Requirements<Tools[number]>,
+  ServerTool.Requirements<Tools[number]>,
   RunContext
 >
 
@@ -131,7 +132,7 @@ export class ChatError extends Schema.TaggedError<ChatError>()("ChatError", {
  */
 export const chat = <
   TAdapter extends AnyTextAdapter,
-  const Tools extends ReadonlyArray<CoreTool<TAdapter> | EffectTool.Any> = []
+  const Tools extends ReadonlyArray<CoreTool<TAdapter> | ServerTool.Any> = []
 >(
   options: ChatOptions<TAdapter, Tools>
 ): Stream.Stream<StreamChunk, ChatError, ChatRequirements<Tools>> => {

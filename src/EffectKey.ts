@@ -9,41 +9,13 @@
  *
  * @since 0.1.0
  */
-import { Effect, Result, Schema } from "effect"
+import { Effect, Result } from "effect"
 import { WebCrypto } from "effect/crypto"
 import { Hex } from "effect/encoding"
 import { writeCanonical } from "./internal/json.ts"
+import { EffectKeyError } from "./EffectToolError.ts"
 import { perRunKey } from "./internal/keys.ts"
 import type { RunContext } from "./RunContext.ts"
-
-/**
- * An input that no key can be made from: it holds a BigInt, a cycle, or a
- * value whose JSON form would lose what it holds (a `Map`, a `Set`, a class
- * instance with no enumerable state and no `toJSON`). Also raised for an
- * empty effect key.
- *
- * @example
- * ```ts
- * import * as AI from "@tanstack/ai-effect"
- * import { Result } from "effect"
- *
- * const a: Record<string, unknown> = {}
- * a.self = a
- * const result = AI.canonicalJson(a)
- * if (Result.isFailure(result)) result.failure.path // "$.self"
- * ```
- *
- * @since 0.1.0
- * @category errors
- */
-export class EffectKeyError extends Schema.TaggedError<EffectKeyError>()("EffectKeyError", {
-  path: Schema.String,
-  reason: Schema.String
-}) {
-  override get message(): string {
-    return `No effect key can be made from the input: ${this.reason} at ${this.path}`
-  }
-}
 
 /**
  * The canonical JSON of a value: object keys sorted, `undefined` dropped,
@@ -62,7 +34,7 @@ export class EffectKeyError extends Schema.TaggedError<EffectKeyError>()("Effect
  * import * as AI from "@tanstack/ai-effect"
  * import { Result } from "effect"
  *
- * AI.canonicalJson({ b: 1, a: [true, undefined], c: undefined }) // Result.succeed('{"a":[true,null],"b":1}')
+ * AI.EffectKey.canonicalJson({ b: 1, a: [true, undefined], c: undefined }) // Result.succeed('{"a":[true,null],"b":1}')
  * ```
  *
  * @since 0.1.0
@@ -91,7 +63,7 @@ const nodeSha256Hex: ((text: string) => string) | undefined = nodeCrypto === und
  * ```ts
  * import * as AI from "@tanstack/ai-effect"
  *
- * const digest = AI.sha256Hex("abc") // Effect<"ba7816bf...">
+ * const digest = AI.EffectKey.sha256Hex("abc") // Effect<"ba7816bf...">
  * ```
  *
  * @since 0.1.0

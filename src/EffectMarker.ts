@@ -7,7 +7,7 @@
  * `effectMarker` writes `<!-- chamberu:effect=<key> -->` byte for byte as the
  * reconciliation spec does, and `findEffectMarker` reads it back. Anyone who
  * can write a comment can type such a marker, so a reconciler should trust
- * only what its own account wrote, or use signed markers: `signed(secret)`
+ * only what its own account wrote, or use signed markers: `signedEffectMarkers(secret)`
  * adds an HMAC-SHA-256 of the key, and finds only markers whose signature
  * verifies.
  *
@@ -78,14 +78,14 @@ const escapeKey = (key: string): string => {
 const signedMarkerPattern = /<!-- chamberu:effect=(\S+) sig=([0-9a-f]{64}) -->/g
 
 /**
- * Markers signed with a secret: {@link Signed.marker} writes
- * `<!-- chamberu:effect=<key> sig=<hmac> -->`, and {@link Signed.find} returns
+ * Markers signed with a secret: {@link SignedEffectMarkers.marker} writes
+ * `<!-- chamberu:effect=<key> sig=<hmac> -->`, and {@link SignedEffectMarkers.find} returns
  * only the keys whose signature verifies.
  *
  * @since 0.1.0
  * @category models
  */
-export interface Signed {
+export interface SignedEffectMarkers {
   /** The signed marker of a key, to embed where the effect lands. */
   readonly marker: (key: string) => string
   /** The keys of every marker in a text whose signature verifies, in order. */
@@ -103,7 +103,7 @@ export interface Signed {
  * import * as AI from "@tanstack/ai-effect"
  * import { Redacted } from "effect"
  *
- * const markers = AI.EffectMarker.signed(Redacted.make("a long random secret"))
+ * const markers = AI.signedEffectMarkers(Redacted.make("a long random secret"))
  * const body = `Thanks!\n${markers.marker("run-1:comment:42")}`
  * markers.find(body) // ["run-1:comment:42"]
  * ```
@@ -111,11 +111,11 @@ export interface Signed {
  * @since 0.1.0
  * @category constructors
  */
-export const signed = (secret: string | Redacted.Redacted<string>): Signed => {
+export const signedEffectMarkers = (secret: string | Redacted.Redacted<string>): SignedEffectMarkers => {
   const crypto = globalThis.process?.getBuiltinModule?.("node:crypto")
-  if (crypto === undefined) throw new Error("EffectMarker.signed needs node:crypto, which this runtime does not have")
+  if (crypto === undefined) throw new Error("signedEffectMarkers needs node:crypto, which this runtime does not have")
   const key = Predicate.isString(secret) ? secret : Redacted.value(secret)
-  if (key.length === 0) throw new RangeError("EffectMarker.signed needs a non-empty secret")
+  if (key.length === 0) throw new RangeError("signedEffectMarkers needs a non-empty secret")
   const sign = (effectKey: string) => crypto.createHmac("sha256", key).update(effectKey).digest()
   return {
     marker: (effectKey) => `<!-- chamberu:effect=${escapeKey(effectKey)} sig=${sign(effectKey).toString("hex")} -->`,

@@ -53,6 +53,25 @@ export const Recorded = Schema.Struct({
 export type Recorded = typeof Recorded.Type
 
 /**
+ * A record as a durable backend keeps it: {@link Recorded} as JSON text
+ * (what `JSON.stringify` writes of it). Read it back with
+ * {@link EffectStoreError.readRecord}, so that a record that does not decode
+ * fails closed.
+ *
+ * @example
+ * ```ts
+ * import * as AI from "@tanstack/ai-effect"
+ * import { Schema } from "effect"
+ *
+ * const text = Schema.encodeSync(AI.RecordedJson)({ output: { id: 1 }, outcome: "applied", recordedAt: 0 })
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const RecordedJson = Schema.fromJsonString(Recorded)
+
+/**
  * Where an effect is recorded: the tool's name and the effect key. Records
  * are scoped by tool, so two tools whose keys happen to be equal never read
  * each other's records.
@@ -172,12 +191,48 @@ export class EffectStoreError extends Schema.TaggedError<EffectStoreError>()("Ef
   reason: Schema.Literals(["unavailable", "timeout", "corrupt"]),
   cause: Schema.Defect()
 }) {
+  /**
+   * The error of a driver's failure during `operation`, for a backend's
+   * `Effect.mapError`.
+   *
+   * @example
+   * ```ts
+   * import * as AI from "@tanstack/ai-effect"
+   * import { Effect } from "effect"
+   *
+   * declare const query: Effect.Effect<ReadonlyArray<{ record: string }>, Error>
+   *
+   * const id = { tool: "comment", key: "run-1:comment:42" }
+   * const rows = query.pipe(Effect.mapError(AI.EffectStoreError.unavailable("get", id)))
+   * ```
+   */
+  static readonly unavailable = (operation: StoreOperation, id: EffectId) => (cause: unknown): EffectStoreError =>
+    new EffectStoreError({ operation, ...id, reason: "unavailable", cause })
+
+  /**
+   * Decodes a record a durable backend read ({@link RecordedJson}); text it
+   * cannot decode fails `operation` as `corrupt`, so that the tool fails
+   * closed instead of applying the effect again.
+   *
+   * @example
+   * ```ts
+   * import * as AI from "@tanstack/ai-effect"
+   *
+   * const id = { tool: "comment", key: "run-1:comment:42" }
+   * const recorded = AI.EffectStoreError.readRecord("get", id, '{"output":1,"outcome":"applied","recordedAt":0}')
+   * ```
+   */
+  static readonly readRecord = (operation: StoreOperation, id: EffectId, text: string): Effect.Effect<Recorded, EffectStoreError> =>
+    Effect.mapError(decodeRecordedJson(text), (cause) => new EffectStoreError({ operation, ...id, reason: "corrupt", cause }))
+
   override get message(): string {
     const where = `${keyForDisplay(this.key)} (tool ${this.tool})`
     if (this.reason === "timeout") return `EffectStore ${this.operation} timed out for ${where}: ${describe(this.cause)}`
     return `EffectStore ${this.operation} failed for ${where}: ${describe(this.cause)}`
   }
 }
+
+const decodeRecordedJson = Schema.decodeUnknownEffect(RecordedJson)
 
 const describe = (cause: unknown): string => cause instanceof Error ? cause.message : String(cause)
 

@@ -1,7 +1,7 @@
 /**
  * The run a tool call belongs to.
  *
- * `AI.chat` and `AI.runAgent` provide a `RunContext` to every Effect tool of a
+ * `AI.chat` and `AI.runAgent` provide a `RunContext` to every server tool of a
  * run, so a tool can key its side effects by run, thread or agent.
  *
  * @since 0.1.0

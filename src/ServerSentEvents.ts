@@ -11,7 +11,7 @@
  */
 import type { StreamChunk } from "@tanstack/ai"
 import { Cause, Effect, Stream } from "effect"
-import { runErrorEvent, serverSentEvent } from "./internal/wire.ts"
+import { runErrorEvent, serverSentEvent } from "./internal/agui.ts"
 
 const encoder = new TextEncoder()
 

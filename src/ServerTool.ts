@@ -16,7 +16,7 @@ import { notJson } from "./internal/json.ts"
 import { RunContext } from "./RunContext.ts"
 import { assertObjectRoot, isToolSchema } from "./ToolSchema.ts"
 
-const TypeId = "~@tanstack/ai-effect/EffectTool"
+const TypeId = "~@tanstack/ai-effect/ServerTool"
 
 /**
  * What a tool function learns about the call it serves.
@@ -62,7 +62,7 @@ export type ToolHandler<Input, Output, E, R, Call = ToolCall> = (
  * import * as AI from "@tanstack/ai-effect"
  * import { Effect, Schema } from "effect"
  *
- * const echo: AI.EffectTool<"echo", { text: string }, { text: string }, never, never> = AI.serverTool(
+ * const echo: AI.ServerTool<"echo", { text: string }, { text: string }, never, never> = AI.serverTool(
  *   toolDefinition({
  *     name: "echo",
  *     description: "Echo the text",
@@ -76,13 +76,13 @@ export type ToolHandler<Input, Output, E, R, Call = ToolCall> = (
  * @since 0.1.0
  * @category models
  */
-export interface EffectTool<
+export interface ServerTool<
   out Name extends string,
   in out Input,
   out Output,
   out E,
   out R,
-  out Definition = EffectTool.AnyDefinition<Name>
+  out Definition = ServerTool.AnyDefinition<Name>
 > {
   readonly [TypeId]: {
     readonly _E: (_: never) => E
@@ -118,14 +118,14 @@ export interface ServerToolOptions<E> {
 }
 
 /**
- * Helpers on the type level for {@link EffectTool}.
+ * Helpers on the type level for {@link ServerTool}.
  *
  * @since 0.1.0
  * @category models
  */
-export declare namespace EffectTool {
-  /** Any Effect tool. */
-  export type Any = EffectTool<string, any, any, any, any, any>
+export declare namespace ServerTool {
+  /** Any server tool. */
+  export type Any = ServerTool<string, any, any, any, any, any>
   /**
    * Any core tool definition of a tool named `Name`. Its `execute` takes any
    * arguments, so that a definition with typed arguments is one too.
@@ -138,9 +138,9 @@ export declare namespace EffectTool {
   /** The output a definition's output schema describes. */
   export type OutputOf<Definition extends AnyDefinition> = InferSchemaType<Definition["outputSchema"]>
   /** The services a tool (or a union of tools) needs. */
-  export type Requirements<T> = T extends EffectTool<string, any, any, any, infer R, any> ? R : never
+  export type Requirements<T> = T extends ServerTool<string, any, any, any, infer R, any> ? R : never
   /** The typed failures of a tool (or a union of tools). */
-  export type Error<T> = T extends EffectTool<string, any, any, infer E, any, any> ? E : never
+  export type Error<T> = T extends ServerTool<string, any, any, infer E, any, any> ? E : never
 }
 
 /**
@@ -163,7 +163,7 @@ export declare namespace EffectTool {
 export const toolProgressEvent = "tool-progress"
 
 /**
- * The error a model receives when an Effect tool fails: the failure's tag and
+ * The error a model receives when a server tool fails: the failure's tag and
  * message, for a typed failure and for a defect alike.
  *
  * @example
@@ -219,11 +219,11 @@ export class ToolCallError extends Schema.TaggedError<ToolCallError>()("ToolCall
  */
 // The constraint's name is `any`, not `string`: a definition written inline
 // would otherwise be inferred from the constraint and lose its name literal.
-export const serverTool = <const Definition extends EffectTool.AnyDefinition<any>, E = never, R = never>(
+export const serverTool = <const Definition extends ServerTool.AnyDefinition<any>, E = never, R = never>(
   definition: Definition,
-  handler: ToolHandler<EffectTool.InputOf<Definition>, EffectTool.OutputOf<Definition>, E, R>,
+  handler: ToolHandler<ServerTool.InputOf<Definition>, ServerTool.OutputOf<Definition>, E, R>,
   options?: ServerToolOptions<E>
-): EffectTool<Definition["name"], EffectTool.InputOf<Definition>, EffectTool.OutputOf<Definition>, E, R, Definition> => {
+): ServerTool<Definition["name"], ServerTool.InputOf<Definition>, ServerTool.OutputOf<Definition>, E, R, Definition> => {
   if (isToolSchema(definition.inputSchema)) assertObjectRoot(definition.inputSchema, `The parameters of the tool ${definition.name}`)
   return {
     [TypeId]: variance,
@@ -238,22 +238,22 @@ export const serverTool = <const Definition extends EffectTool.AnyDefinition<any
 const variance = { _E: (_: never) => _, _R: (_: never) => _ }
 
 /**
- * Whether a value is an {@link EffectTool}.
+ * Whether a value is an {@link ServerTool}.
  *
  * @example
  * ```ts
  * import * as AI from "@tanstack/ai-effect"
  *
- * AI.isEffectTool({ name: "plain" }) // false
+ * AI.isServerTool({ name: "plain" }) // false
  * ```
  *
  * @since 0.1.0
  * @category guards
  */
-export const isEffectTool = (u: unknown): u is EffectTool.Any => Predicate.hasProperty(u, TypeId)
+export const isServerTool = (u: unknown): u is ServerTool.Any => Predicate.hasProperty(u, TypeId)
 
 /**
- * Turns the Effect tools of a list into the core server tools that core
+ * Turns the server tools of a list into the core server tools that core
  * `chat()` executes, for one run; other tools pass through unchanged. The
  * tools run with the services of this Effect, and in fibers that belong to its
  * scope: closing the scope interrupts a running tool and waits for its
@@ -267,7 +267,7 @@ export const isEffectTool = (u: unknown): u is EffectTool.Any => Predicate.hasPr
  * import { scriptedText } from "@tanstack/ai-effect/testing"
  * import { Effect } from "effect"
  *
- * declare const tools: ReadonlyArray<AI.EffectTool<string, any, any, never, AI.EffectStore>>
+ * declare const tools: ReadonlyArray<AI.ServerTool<string, any, any, never, AI.EffectStore>>
  *
  * const program = Effect.scoped(Effect.gen(function*() {
  *   const coreTools = yield* AI.wrapToolsForRun(tools)
@@ -285,17 +285,17 @@ export const isEffectTool = (u: unknown): u is EffectTool.Any => Predicate.hasPr
 export const wrapToolsForRun = <const Tools extends ReadonlyArray<unknown>>(
   tools: Tools
 ): Effect.Effect<
-  Array<Exclude<Tools[number], EffectTool.Any> | CoreServerTool<any, any, string, unknown, boolean, any>>,
+  Array<Exclude<Tools[number], ServerTool.Any> | CoreServerTool<any, any, string, unknown, boolean, any>>,
   never,
-  Scope.Scope | RunContext | EffectTool.Requirements<Tools[number]>
+  Scope.Scope | RunContext | ServerTool.Requirements<Tools[number]>
 > =>
   Effect.gen(function*() {
-    type Passed = Exclude<Tools[number], EffectTool.Any>
-    // A run without Effect tools needs no fibers of its own.
-    if (!tools.some(isEffectTool)) return [...tools] as Array<Passed>
+    type Passed = Exclude<Tools[number], ServerTool.Any>
+    // A run without server tools needs no fibers of its own.
+    if (!tools.some(isServerTool)) return [...tools] as Array<Passed>
     const run = yield* RunContext
     const set = yield* FiberSet.make()
-    const runFork = Effect.runForkWith(yield* Effect.context<EffectTool.Requirements<Tools[number]>>())
+    const runFork = Effect.runForkWith(yield* Effect.context<ServerTool.Requirements<Tools[number]>>())
     const runTool: RunTool = (effect, span, annotations) => {
       // A run that already stopped starts nothing.
       if (set.state._tag === "Closed") return Promise.reject(Cause.squash(Cause.interrupt()))
@@ -325,7 +325,7 @@ export const wrapToolsForRun = <const Tools extends ReadonlyArray<unknown>>(
         fiber.addObserver((exit) => Exit.isSuccess(exit) ? resolve(exit.value) : reject(Cause.squash(exit.cause)))
       })
     }
-    return tools.map((tool) => isEffectTool(tool) ? toCoreTool(tool, runTool) : tool as Passed)
+    return tools.map((tool) => isServerTool(tool) ? toCoreTool(tool, runTool) : tool as Passed)
   })
 
 const noStack = () => undefined
@@ -341,7 +341,7 @@ type RunTool = <A, E>(
 ) => Promise<A>
 
 const toCoreTool = (
-  tool: EffectTool.Any,
+  tool: ServerTool.Any,
   runTool: RunTool
 ): CoreServerTool<any, any, string, unknown, boolean, any> => {
   const { definition } = tool
@@ -395,7 +395,7 @@ const checkJson = (output: unknown): Effect.Effect<unknown, { readonly message: 
   return problem === undefined ? Effect.succeed(output) : Effect.fail({ message: problem })
 }
 
-const runCall = (tool: EffectTool.Any, input: unknown, call: ToolCall): Effect.Effect<unknown, unknown, unknown> =>
+const runCall = (tool: ServerTool.Any, input: unknown, call: ToolCall): Effect.Effect<unknown, unknown, unknown> =>
   Effect.suspend(() => {
     const result: ReturnType<ToolHandler<unknown, unknown, unknown, unknown>> = tool.handler(input, call)
     return Stream.isStream(result) ? lastWithProgress(result, call) : result

@@ -6,19 +6,89 @@
  * import * as AI from "@tanstack/ai-effect"
  * ```
  *
+ * Each name is exported once: the effect-key strategies and the lease
+ * protocol as the namespaces `AI.EffectKey` and `AI.EffectLease`, everything
+ * else by its own name.
+ *
  * @since 0.1.0
  */
-export * from "./Agent.ts"
-export * from "./Chat.ts"
-export * as EffectKey from "./EffectKey.ts"
-export { canonicalJson, EffectKeyError, sha256Hex } from "./EffectKey.ts"
-export * as EffectMarker from "./EffectMarker.ts"
-export { effectMarker, findEffectMarker } from "./EffectMarker.ts"
-export * from "./EffectStore.ts"
-export * from "./Reconcile.ts"
-export * from "./RunContext.ts"
-export * from "./ServerSentEvents.ts"
-export * from "./ServerTool.ts"
+
+// Server tools and chat runs
+export { chat, ChatError, type ChatMessage, type ChatOptions, type ChatRequestParams, type ChatRequirements, type CoreTool, fromChatParams } from "./Chat.ts"
+export {
+  isServerTool,
+  type ServerTool,
+  serverTool,
+  type ServerToolOptions,
+  type ToolCall,
+  ToolCallError,
+  type ToolHandler,
+  toolProgressEvent,
+  wrapToolsForRun
+} from "./ServerTool.ts"
 export { isToolSchema, type ToolSchema, ToolSchemaError, type ToolSchemaOptions, toolSchema } from "./ToolSchema.ts"
-export * from "./Activities.ts"
+export { RunContext } from "./RunContext.ts"
+export { type Agent, type AgentTools, defineAgent, runAgent, type RunAgentOptions } from "./Agent.ts"
+export { toServerSentEvents } from "./ServerSentEvents.ts"
 export { AiError, type AiErrorReason, failOnProviderError } from "./AiError.ts"
+
+// Effect tools: side effects applied at most once
+export {
+  type AlreadyApplied,
+  type EffectCall,
+  effectOutcomeEvent,
+  effectTool,
+  effectToolCalls,
+  type EffectToolOptions,
+  type Outcome,
+  Remote,
+  type RemoteReconciler
+} from "./EffectTool.ts"
+export {
+  EffectCheckTimeout,
+  EffectInDoubt,
+  EffectInProgress,
+  EffectKeyError,
+  EffectKeyReused,
+  EffectTakenOver,
+  type EffectToolError,
+  ToolOutputError
+} from "./EffectToolError.ts"
+export * as EffectKey from "./EffectKey.ts"
+export * as EffectLease from "./EffectLease.ts"
+export { effectMarker, findEffectMarker, type SignedEffectMarkers, signedEffectMarkers } from "./EffectMarker.ts"
+export {
+  Claim,
+  ClaimLost,
+  type EffectId,
+  EffectStore,
+  type EffectStoreBackend,
+  EffectStoreError,
+  type MemoryStoreOptions,
+  Recorded,
+  RecordedJson,
+  type StoreOperation,
+  type StoreOptions
+} from "./EffectStore.ts"
+
+// Activities
+export {
+  embed,
+  generateAudio,
+  generateAudioStream,
+  generateImage,
+  generateImageStream,
+  generateObject,
+  type GenerateObjectOptions,
+  generateSpeech,
+  generateSpeechStream,
+  generateTranscription,
+  generateTranscriptionStream,
+  generateVideo,
+  generateVideoStream,
+  getVideoJobStatus,
+  rerank,
+  summarize,
+  summarizeStream,
+  type VideoJobStatus
+} from "./Activities.ts"

@@ -51,7 +51,7 @@ const toolMessagesOf = (adapter: ScriptedTextAdapter, turn: number) =>
   )
 
 describe("AI.chat", () => {
-  it.effect("an Effect tool reads its services from the Layer provided to the stream", () =>
+  it.effect("a server tool reads its services from the Layer provided to the stream", () =>
     Effect.gen(function*() {
       const adapter = scriptedText(askFor("A-100"))
       const chunks = yield* AI.chat({ adapter, messages: user("Where is A-100?"), tools: [getOrder] }).pipe(
@@ -178,7 +178,7 @@ describe("AI.chat", () => {
       expect(toolMessagesOf(adapter, 1)).toEqual([{ status: "shipped" }])
     }))
 
-  it.effect("mixes Effect tools with core server tools and client tools", () =>
+  it.effect("mixes server tools with core server tools and client tools", () =>
     Effect.gen(function*() {
       const weather = toolDefinition({ name: "weather", description: "Weather", inputSchema: AI.toolSchema(Schema.Struct({})) })
         .server(async () => ({ sky: "clear" }))
@@ -193,7 +193,7 @@ describe("AI.chat", () => {
       )
       expect(adapter.turns[0]?.toolNames).toEqual(["get_order", "weather", "notify"])
       expect(toolMessagesOf(adapter, 1)).toEqual([{ status: "shipped" }, { sky: "clear" }])
-      // The Effect tool and the core server tool both produced their results on the stream.
+      // The server tool and the core server tool both produced their results on the stream.
       const results = chunks.flatMap((chunk) => chunk.type === "TOOL_CALL_RESULT" ? [chunk] : [])
       expect(results.map((chunk) => [chunk.toolCallId, JSON.parse(String(chunk.content))])).toEqual([
         ["call_0_0", { status: "shipped" }],
@@ -210,7 +210,7 @@ describe("AI.chat", () => {
       expect(JSON.stringify(last)).toContain("notify")
     }))
 
-  it.effect("an Effect tool whose definition needs approval waits for it, as a core tool does, and does not run", () =>
+  it.effect("a server tool whose definition needs approval waits for it, as a core tool does, and does not run", () =>
     Effect.gen(function*() {
       const runs = yield* Ref.make(0)
       const cancelDef = toolDefinition({
@@ -330,7 +330,7 @@ describe("AI.chat when the run stops", () => {
       expect(events.at(-1)).toBe("released")
     }))
 
-  it.live("call.progress sends a progress event from an Effect tool while it runs", () =>
+  it.live("call.progress sends a progress event from a server tool while it runs", () =>
     Effect.gen(function*() {
       const adapter = scriptedText(askFor("A-100"))
       const reporting = AI.serverTool(getOrderDef, (_, call) =>

@@ -5,37 +5,46 @@ import { Effect, Redacted, Result } from "effect"
 
 const run = { runId: "run-1", threadId: "thread-1", agent: "responder", trigger: "webhook" }
 
-describe("AI.canonicalJson", () => {
+describe("AI.EffectKey.canonicalJson", () => {
   it("sorts object keys, so equal inputs give equal text whatever their key order", () => {
-    expect(AI.canonicalJson({ b: 1, a: { d: 2, c: 3 } })).toEqual(AI.canonicalJson({ a: { c: 3, d: 2 }, b: 1 }))
-    expect(AI.canonicalJson({ b: 1, a: { d: 2, c: 3 } })).toEqual(Result.succeed(`{"a":{"c":3,"d":2},"b":1}`))
+    expect(AI.EffectKey.canonicalJson({ b: 1, a: { d: 2, c: 3 } })).toEqual(AI.EffectKey.canonicalJson({ a: { c: 3, d: 2 }, b: 1 }))
+    expect(AI.EffectKey.canonicalJson({ b: 1, a: { d: 2, c: 3 } })).toEqual(Result.succeed(`{"a":{"c":3,"d":2},"b":1}`))
   })
 
   it("drops undefined from objects and writes it as null in arrays, as JSON does", () => {
-    expect(AI.canonicalJson({ a: undefined, b: [undefined, 1] })).toEqual(Result.succeed(`{"b":[null,1]}`))
+    expect(AI.EffectKey.canonicalJson({ a: undefined, b: [undefined, 1] })).toEqual(Result.succeed(`{"b":[null,1]}`))
   })
 
   it("serializes values with toJSON, such as a Date, through toJSON", () => {
-    expect(AI.canonicalJson({ at: new Date("2026-12-02T10:00:00.000Z") })).toEqual(
+    expect(AI.EffectKey.canonicalJson({ at: new Date("2026-12-02T10:00:00.000Z") })).toEqual(
       Result.succeed(`{"at":"2026-12-02T10:00:00.000Z"}`)
     )
   })
 
   it("fails with an EffectKeyError naming the path of a BigInt", () => {
-    const result = AI.canonicalJson({ order: { total: 10n } })
+    const result = AI.EffectKey.canonicalJson({ order: { total: 10n } })
     expect(Result.isFailure(result) && result.failure).toMatchObject({ _tag: "EffectKeyError", path: "$.order.total" })
   })
 
   it("fails with an EffectKeyError naming the path of a cycle", () => {
     const node: Record<string, unknown> = { name: "root", children: [] }
     ;(node.children as Array<unknown>).push(node)
-    const result = AI.canonicalJson(node)
+    const result = AI.EffectKey.canonicalJson(node)
     expect(Result.isFailure(result) && result.failure).toMatchObject({ _tag: "EffectKeyError", path: "$.children[0]" })
+  })
+
+  it("writes strings and object keys in Unicode NFC: a name typed composed or decomposed is one text, sorted alike", () => {
+    const composed = "Zo\u00eb"
+    const decomposed = "Zoe\u0308"
+    expect(AI.EffectKey.canonicalJson({ name: decomposed, [decomposed]: 1, Zof: 2 })).toEqual(
+      AI.EffectKey.canonicalJson({ name: composed, [composed]: 1, Zof: 2 })
+    )
+    expect(AI.EffectKey.canonicalJson([decomposed])).toEqual(Result.succeed(`["${composed}"]`))
   })
 
   it("accepts a value that appears twice without being a cycle", () => {
     const shared = { id: 1 }
-    expect(AI.canonicalJson({ a: shared, b: shared })).toEqual(Result.succeed(`{"a":{"id":1},"b":{"id":1}}`))
+    expect(AI.EffectKey.canonicalJson({ a: shared, b: shared })).toEqual(Result.succeed(`{"a":{"id":1},"b":{"id":1}}`))
   })
 })
 
@@ -90,8 +99,8 @@ describe("AI.effectMarker", () => {
   })
 })
 
-describe("AI.EffectMarker.signed", () => {
-  const markers = AI.EffectMarker.signed(Redacted.make("test secret"))
+describe("AI.signedEffectMarkers", () => {
+  const markers = AI.signedEffectMarkers(Redacted.make("test secret"))
 
   it("writes <!-- chamberu:effect=<key> sig=<HMAC-SHA-256 of the key> --> and finds the key again", () => {
     const expected = createHmac("sha256", "test secret").update("run-1:comment:42").digest("hex")
@@ -101,7 +110,7 @@ describe("AI.EffectMarker.signed", () => {
 
   it("finds no marker whose signature does not verify: typed, copied onto another key, or signed with another secret", () => {
     const copied = markers.marker("run-0:comment:1").replace("run-0:comment:1", "run-1:comment:1")
-    const otherSecret = AI.EffectMarker.signed("another secret").marker("run-1:comment:1")
+    const otherSecret = AI.signedEffectMarkers("another secret").marker("run-1:comment:1")
     expect(markers.find(`${AI.effectMarker("run-1:comment:1")} ${copied} ${otherSecret}`)).toEqual([])
   })
 

@@ -22,8 +22,8 @@ export const commentDef = toolDefinition({
 type CommentInput = { readonly issue: number; readonly body: string }
 
 /** The responder's signed effect markers. */
-export class Markers extends Context.Service<Markers, AI.EffectMarker.Signed>()('examples/responder/Markers') {
-  static readonly layer = (secret: Redacted.Redacted<string>) => Layer.sync(Markers, () => AI.EffectMarker.signed(secret))
+export class Markers extends Context.Service<Markers, AI.SignedEffectMarkers>()('examples/responder/Markers') {
+  static readonly layer = (secret: Redacted.Redacted<string>) => Layer.sync(Markers, () => AI.signedEffectMarkers(secret))
 }
 
 /** Finds the comment an earlier, crashed attempt already posted. */

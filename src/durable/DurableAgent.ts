@@ -25,9 +25,19 @@ import { Activity, DurableDeferred, Workflow, type WorkflowEngine } from "effect
 import type { Agent } from "../Agent.ts"
 import { AiError, failOnProviderError } from "../AiError.ts"
 import { chat, type ChatRequirements, type CoreTool } from "../Chat.ts"
-import { assistantMessage, makeTurnReader, runToolCall, type ToolOutcome, type Turn, type TurnToolCall } from "../internal/turn.ts"
+import {
+  approvalRequestedChunk,
+  assistantMessage,
+  customChunk,
+  declinedOutcome,
+  isClientToolNotice,
+  makeTurnReader,
+  toolResultChunk,
+  type Turn
+} from "../internal/agui.ts"
+import { runToolCall } from "../internal/toolCall.ts"
 import { RunContext } from "../RunContext.ts"
-import { type EffectTool, isEffectTool, wrapToolsForRun } from "../ServerTool.ts"
+import { type ServerTool, isServerTool, wrapToolsForRun } from "../ServerTool.ts"
 
 /**
  * Messages as the engine stores them: core's model messages, encoded as JSON.
@@ -85,44 +95,6 @@ export class RunChunks extends Context.Service<RunChunks, {
 
 /** The approval of one tool call: `true` runs the tool, `false` declines it. */
 const approvalOf = (toolCallId: string) => DurableDeferred.make(`approval-${toolCallId}`, { success: Schema.Boolean })
-
-/** Core's result of a declined tool call. */
-const declined: ToolOutcome = { content: JSON.stringify({ error: "User declined tool execution" }), error: true }
-
-/** The chunk that tells the client a tool call's result, as core's agent loop sends it. */
-const resultChunk = (call: TurnToolCall, outcome: ToolOutcome): StreamChunk =>
-  // Core's chunk type, written as core's agent loop writes it.
-  ({
-    type: "TOOL_CALL_RESULT",
-    toolCallId: call.id,
-    messageId: `result-${call.id}`,
-    role: "tool",
-    content: outcome.content,
-    timestamp: Date.now(),
-    ...(outcome.error ? { metadata: { tanstack: { state: "output-error" } } } : {})
-  }) as StreamChunk
-
-/** A CUSTOM chunk, as core writes the events of its agent loop. */
-const customChunk = (name: string, value: Record<string, unknown>): StreamChunk =>
-  // Core's chunk type, written as core writes it.
-  ({ type: "CUSTOM", name, value, timestamp: Date.now() }) as StreamChunk
-
-/** The chunk that asks the client to approve a tool call (core's `approval-requested`). */
-const approvalChunk = (call: TurnToolCall): StreamChunk =>
-  customChunk("approval-requested", {
-    toolCallId: call.id,
-    toolName: call.name,
-    input: parseArguments(call.arguments),
-    approval: { id: `approval_${call.id}`, needsApproval: true }
-  })
-
-const parseArguments = (text: string): unknown => {
-  try {
-    return JSON.parse(text)
-  } catch {
-    return text
-  }
-}
 
 /**
  * What a finished run answers: its whole conversation (the messages it
@@ -236,7 +208,7 @@ const Payload = Schema.Struct({
  * @since 0.1.0
  * @category constructors
  */
-export const make = <TAdapter extends AnyTextAdapter, const Tools extends ReadonlyArray<CoreTool<TAdapter> | EffectTool.Any>>(
+export const make = <TAdapter extends AnyTextAdapter, const Tools extends ReadonlyArray<CoreTool<TAdapter> | ServerTool.Any>>(
   agent: Agent<TAdapter, Tools>
 ): DurableAgent<Tools> => {
   const workflow = Workflow.make(`AgentRun/${agent.name}`, {
@@ -252,7 +224,7 @@ export const make = <TAdapter extends AnyTextAdapter, const Tools extends Readon
     const run = RunContext.of({ runId: payload.runId, threadId: payload.threadId, agent: agent.name, trigger: payload.trigger })
     const tools = typeof agent.tools === "function" ? agent.tools({ run }) : agent.tools
     // The model is told about every tool but runs none: each call is an activity of its own.
-    const declared = tools.map((tool): CoreTool => isEffectTool(tool) ? tool.definition : { ...tool, execute: undefined })
+    const declared = tools.map((tool): CoreTool => isServerTool(tool) ? tool.definition : { ...tool, execute: undefined })
     const needsApproval = new Set(declared.flatMap((tool) => "needsApproval" in tool && tool.needsApproval === true ? [tool.name] : []))
     // Core's model messages, as the engine stored them.
     const messages = [...payload.messages] as Array<ModelMessage>
@@ -275,7 +247,7 @@ export const make = <TAdapter extends AnyTextAdapter, const Tools extends Readon
         // Only what runs is published: a resumed run replays its activities silently.
         const asks = needsApproval.has(call.name)
         if (asks) {
-          yield* Activity.make({ name: `ask-${call.id}`, execute: publish(approvalChunk(call)) })
+          yield* Activity.make({ name: `ask-${call.id}`, execute: publish(approvalRequestedChunk(call)) })
         }
         // The run suspends here until `approve` answers, in this process or another.
         const approved = asks ? yield* DurableDeferred.await(approvalOf(call.id)) : true
@@ -283,7 +255,7 @@ export const make = <TAdapter extends AnyTextAdapter, const Tools extends Readon
           name: `tool-${call.id}`,
           success: ToolOutcomeSchema,
           execute: Effect.scoped(Effect.gen(function*() {
-            if (!approved) return declined
+            if (!approved) return declinedOutcome
             const runnable = yield* wrapToolsForRun(tools)
             const tool = runnable.find((tool) => tool.name === call.name)
             // A tool's progress goes out live, as core sends it: a CUSTOM chunk with the call's id.
@@ -291,7 +263,7 @@ export const make = <TAdapter extends AnyTextAdapter, const Tools extends Readon
               Effect.runSync(publish(customChunk(name, { ...value, toolCallId: call.id })))
             return yield* Effect.promise(() => runToolCall(tool, call, progress))
           })).pipe(
-            Effect.tap((outcome) => publish(resultChunk(call, outcome))),
+            Effect.tap((outcome) => publish(toolResultChunk(call, outcome))),
             Effect.provideService(RunContext, run)
           )
         })
@@ -382,8 +354,3 @@ const modelTurn = (
       Effect.map(() => reader.turn())
     )
   })
-
-/** What core sends when the model calls a tool it cannot run: the client's part, not a durable run's. */
-const isClientToolNotice = (chunk: StreamChunk): boolean =>
-  chunk.type === "MESSAGES_SNAPSHOT" ||
-  (chunk.type === "CUSTOM" && (chunk.name === "tool-input-available" || chunk.name === "approval-requested"))

@@ -1,6 +1,7 @@
 /**
  * Canonical JSON: object keys sorted, `undefined` dropped, `toJSON` honoured,
- * and a clear reason where a value has no JSON form that keeps what it holds.
+ * strings (keys among them) in Unicode NFC, and a clear reason where a value
+ * has no JSON form that keeps what it holds.
  * Effect keys hash it (`EffectKey.canonicalJson`); a tool's result must have
  * it to go to the model and into a record.
  */
@@ -50,10 +51,26 @@ const fail = (parent: Frame | undefined, label: string, reason: string): never =
   throw new NotJsonError({ path: pathOf(parent, label), reason })
 }
 
+const ascii = /^[\x00-\x7f]*$/
+
+/**
+ * A string in Unicode NFC: "Zoë" typed as one code point or as "e" and a
+ * combining diaeresis is one text, and must be one key. ASCII is already
+ * NFC, and the test costs half of what `normalize` does.
+ */
+const nfc = (text: string): string => ascii.test(text) ? text : text.normalize("NFC")
+
+/** Object keys in the order of their NFC forms, so that equal texts sort alike. */
+const sortedKeys = (value: object): Array<string> => {
+  const keys = Object.keys(value)
+  if (keys.every((key) => ascii.test(key))) return keys.sort()
+  return keys.map((key) => [nfc(key), key] as const).sort(([a], [b]) => a < b ? -1 : a > b ? 1 : 0).map(([, key]) => key)
+}
+
 /** Left out of objects, `null` in arrays: what JSON does with undefined, functions and symbols. */
 const omitted = Symbol()
 
-const write = (root: unknown): string => {
+const write = (root: unknown, normalize: boolean): string => {
   const ancestors = new Set<object>()
   const open = (input: unknown, parent: Frame | undefined, label: string): string | typeof omitted | Frame => {
     let value = input
@@ -62,12 +79,12 @@ const write = (root: unknown): string => {
     }
     if (Predicate.isBigInt(value)) return fail(parent, label, "a BigInt has no JSON form")
     if (value === undefined || Predicate.isFunction(value) || Predicate.isSymbol(value)) return omitted
-    if (!Predicate.isObjectOrArray(value)) return JSON.stringify(value)
+    if (!Predicate.isObjectOrArray(value)) return JSON.stringify(normalize && Predicate.isString(value) ? nfc(value) : value)
     if (lossyBuiltins.some((builtin) => value instanceof builtin)) {
       return fail(parent, label, `a ${value.constructor.name} has no JSON form that keeps its contents`)
     }
     const isArray = Array.isArray(value)
-    const keys = isArray ? Array.from((value as ReadonlyArray<unknown>).keys(), String) : Object.keys(value).sort()
+    const keys = isArray ? Array.from((value as ReadonlyArray<unknown>).keys(), String) : normalize ? sortedKeys(value) : Object.keys(value)
     const prototype = Object.getPrototypeOf(value)
     if (!isArray && keys.length === 0 && prototype !== Object.prototype && prototype !== null) {
       return fail(parent, label, "a class instance with no enumerable property and no toJSON would be written as {}")
@@ -82,7 +99,7 @@ const write = (root: unknown): string => {
   }
   const append = (frame: Frame, key: string, text: string | typeof omitted) => {
     if (frame.isArray) frame.parts.push(text === omitted ? "null" : text)
-    else if (text !== omitted) frame.parts.push(`${JSON.stringify(key)}:${text}`)
+    else if (text !== omitted) frame.parts.push(`${JSON.stringify(normalize ? nfc(key) : key)}:${text}`)
   }
 
   const first = open(root, undefined, "")
@@ -105,9 +122,11 @@ const write = (root: unknown): string => {
 }
 
 /** The canonical JSON of a value, or why it has none. */
-export const writeCanonical = (value: unknown): Result.Result<string, NotJson> => {
+export const writeCanonical = (value: unknown): Result.Result<string, NotJson> => walk(value, true)
+
+const walk = (value: unknown, normalize: boolean): Result.Result<string, NotJson> => {
   try {
-    return Result.succeed(write(value))
+    return Result.succeed(write(value, normalize))
   } catch (error) {
     if (error instanceof NotJsonError) return Result.fail(error.problem)
     throw error
@@ -116,6 +135,7 @@ export const writeCanonical = (value: unknown): Result.Result<string, NotJson> =
 
 /** Why a value is not JSON (a BigInt, a cycle, a Map...), or undefined when it is. */
 export const notJson = (value: unknown): string | undefined => {
-  const json = writeCanonical(value)
+  // Only whether it has a JSON form: no need to sort or normalize.
+  const json = walk(value, false)
   return Result.isSuccess(json) ? undefined : `the result is not JSON: ${json.failure.reason} at ${json.failure.path}`
 }

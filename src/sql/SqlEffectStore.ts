@@ -9,8 +9,7 @@ import { Clock, Duration, Effect, Layer, Option, Schedule } from "effect"
 import { SqlClient } from "effect/sql/SqlClient"
 import type { SqlError } from "effect/sql/SqlError"
 import type * as Statement from "effect/sql/Statement"
-import { Claim, ClaimLost, type EffectId, EffectStore, type Recorded, type StoreOptions } from "../EffectStore.ts"
-import { readRecord, unavailable } from "../internal/durable.ts"
+import { Claim, ClaimLost, type EffectId, EffectStore, EffectStoreError, type Recorded, type StoreOptions } from "../EffectStore.ts"
 import { retentionOf } from "../internal/store.ts"
 
 /**
@@ -94,10 +93,10 @@ export const makeSqlStore = Effect.fnUntraced(function*(options?: SqlStoreOption
       const now = yield* currentTime
       const rows = yield* sql<{ readonly record: string }>`SELECT record FROM ${table}
         WHERE tool = ${id.tool} AND effect_key = ${id.key} AND record IS NOT NULL AND expires_at > ${now}`.pipe(
-        Effect.mapError(unavailable("get", id))
+        Effect.mapError(EffectStoreError.unavailable("get", id))
       )
       const [row] = rows
-      return row === undefined ? Option.none<Recorded>() : Option.some(yield* readRecord("get", id, row.record))
+      return row === undefined ? Option.none<Recorded>() : Option.some(yield* EffectStoreError.readRecord("get", id, row.record))
     })
 
   /**
@@ -175,9 +174,9 @@ export const makeSqlStore = Effect.fnUntraced(function*(options?: SqlStoreOption
     Effect.gen(function*() {
       const ttlMillis = Duration.toMillis(ttl)
       for (;;) {
-        const [row] = yield* claimRows(id, owner, ttlMillis).pipe(Effect.mapError(unavailable("claim", id)))
+        const [row] = yield* claimRows(id, owner, ttlMillis).pipe(Effect.mapError(EffectStoreError.unavailable("claim", id)))
         if (row?.fence != null) return Claim.Claimed({ fence: Number(row.fence), takenOver: Number(row.taken_over) === 1 })
-        if (row?.record != null) return Claim.Recorded({ recorded: yield* readRecord("claim", id, row.record) })
+        if (row?.record != null) return Claim.Recorded({ recorded: yield* EffectStoreError.readRecord("claim", id, row.record) })
         if (row?.owner != null) return Claim.Busy({ owner: row.owner, expiresAt: Number(row.lease_expires_at) })
         // The row changed under the statement (released, expired, or claimed and recorded since): claim again.
       }
@@ -192,7 +191,7 @@ export const makeSqlStore = Effect.fnUntraced(function*(options?: SqlStoreOption
       const now = yield* currentTime
       const rows = yield* sql`UPDATE ${table}
         SET record = ${JSON.stringify(recorded)}, owner = NULL, lease_expires_at = 0, expires_at = ${now} + ${retention}
-        WHERE ${whileHeld(id, fence)} RETURNING fence`.pipe(Effect.mapError(unavailable("put", id)))
+        WHERE ${whileHeld(id, fence)} RETURNING fence`.pipe(Effect.mapError(EffectStoreError.unavailable("put", id)))
       if (rows.length === 0) return yield* new ClaimLost({ ...id, fence })
     })
 
@@ -200,7 +199,7 @@ export const makeSqlStore = Effect.fnUntraced(function*(options?: SqlStoreOption
     Effect.gen(function*() {
       const now = yield* currentTime
       yield* sql`UPDATE ${table} SET owner = NULL, lease_expires_at = 0, expires_at = ${now} + ${retention}
-        WHERE ${whileHeld(id, fence)}`.pipe(Effect.mapError(unavailable("release", id)))
+        WHERE ${whileHeld(id, fence)}`.pipe(Effect.mapError(EffectStoreError.unavailable("release", id)))
     })
 
   const renew = (id: EffectId, { fence, ttl }: { readonly fence: number; readonly ttl: Duration.Duration }) =>
@@ -208,7 +207,7 @@ export const makeSqlStore = Effect.fnUntraced(function*(options?: SqlStoreOption
       const now = yield* currentTime
       const ttlMillis = Duration.toMillis(ttl)
       const rows = yield* sql`UPDATE ${table} SET lease_expires_at = ${now} + ${ttlMillis}, expires_at = ${now} + ${ttlMillis + retention}
-        WHERE ${whileHeld(id, fence)} RETURNING fence`.pipe(Effect.mapError(unavailable("renew", id)))
+        WHERE ${whileHeld(id, fence)} RETURNING fence`.pipe(Effect.mapError(EffectStoreError.unavailable("renew", id)))
       if (rows.length === 0) return yield* new ClaimLost({ ...id, fence })
     })
 

@@ -11,6 +11,14 @@ const gettingStartedProgram = () => {
   return block[1]!
 }
 
+/** The tsconfig.json of docs/getting-started.md, as a reader saves it. */
+const gettingStartedTsconfig = () => {
+  const page = readFileSync(join(repositoryRoot, "docs", "getting-started.md"), "utf8")
+  const block = page.match(/```jsonc\n\/\/ file: tsconfig\.json\n([\s\S]*?)```/)
+  if (block === null) throw new Error("docs/getting-started.md has no tsconfig.json block")
+  return block[1]!
+}
+
 /** Saves a program into a folder of the consumer project, as a reader saves one; gives the folder. */
 const saveProgram = (folder: string, file: string, source: string): string => {
   const dir = join(consumer().dir, folder)
@@ -42,6 +50,16 @@ describe("the getting-started program, run from the installed package", () => {
     expect(second.stdout).toContain("outbox: 1 notification(s)")
     expect(existsSync(join(dir, "effects.db"))).toBe(true)
     expect(readFileSync(join(dir, "outbox.txt"), "utf8")).toBe("ada: Welcome aboard\n")
+  })
+})
+
+describe("the getting-started project, type-checked as a reader sets it up", () => {
+  it("tsc with the page's tsconfig.json and @types/node accepts notify.ts against the installed types", async () => {
+    const dir = saveProgram("getting-started-types", "notify.ts", gettingStartedProgram())
+    writeFileSync(join(dir, "tsconfig.json"), gettingStartedTsconfig())
+    const checked = await run(nodes().current, [join(consumer().dir, "node_modules", "typescript", "bin", "tsc"), "-p", dir])
+    expect(checked.stdout + checked.stderr).toBe("")
+    expect(checked.code).toBe(0)
   })
 })
 

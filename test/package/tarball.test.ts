@@ -25,6 +25,12 @@ describe("the packed tarball", () => {
     expect(manifest.exports["./package.json"]).toBe("./package.json")
   })
 
+  it("has no script that an install runs, so npm's allowScripts has nothing to warn about (dist/ is built by prepack)", () => {
+    const scripts = Object.keys((installedManifest().scripts ?? {}) as Record<string, string>)
+    expect(scripts.filter((name) => ["preinstall", "install", "postinstall", "prepare"].includes(name))).toEqual([])
+    expect(scripts).toContain("prepack")
+  })
+
   it("has nothing publint would report", async () => {
     const linted = await run(bin("publint"), ["run", consumer().tarball, "--strict", "--level", "suggestion"])
     expect(linted.stdout + linted.stderr).toContain("All good!")

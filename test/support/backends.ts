@@ -117,13 +117,13 @@ export const noteDef = toolDefinition({
 })
 
 /** Calls the core form of an effect tool once, as core chat() would. */
-export const callTool = <Tool extends AI.EffectTool.Any>(
+export const callTool = <Tool extends AI.ServerTool.Any>(
   tool: Tool,
   input: unknown,
   toolCallId = "call_1"
-): Effect.Effect<unknown, AI.ToolCallError, Exclude<AI.EffectTool.Requirements<Tool>, AI.RunContext>> =>
+): Effect.Effect<unknown, AI.ToolCallError, Exclude<AI.ServerTool.Requirements<Tool>, AI.RunContext>> =>
   Effect.gen(function*() {
-    const [core] = yield* AI.wrapToolsForRun([tool as AI.EffectTool.Any])
+    const [core] = yield* AI.wrapToolsForRun([tool as AI.ServerTool.Any])
     return yield* Effect.tryPromise({
       try: () => Promise.resolve(core!.execute!(input, { toolCallId, emitCustomEvent: () => {} })),
       catch: (error) => error as AI.ToolCallError

@@ -80,7 +80,7 @@ const toolResultOf = (client: ChatClient) =>
   client.getMessages().flatMap((message) => message.parts).find((part) => part.type === "tool-result")
 
 describe("tool approvals through the route", () => {
-  it("approved: the client's answer resumes the run, and the Effect tool runs exactly once", async () => {
+  it("approved: the client's answer resumes the run, and the server tool runs exactly once", async () => {
     const app = await startApp()
     const client = new ChatClient({ connection: fetchServerSentEvents(app.url) })
     await client.sendMessage("Refund A-100")

@@ -15,11 +15,11 @@ import { type FakeOpenAIServer, type FakeReply, fakeOpenAI, type ResponsesReques
 import { createOpenaiChat } from "@tanstack/ai-openai"
 import { Effect, Layer, Ref, Stream } from "effect"
 import { WorkflowEngine } from "effect/workflow"
-import { pgClient } from "./support/backends.ts"
-import type { DurableWorkerConfig } from "./support/durable-worker.ts"
-import { freePort, missing, startPostgres, type TestServer } from "./support/services.ts"
-import { getOrderDef, notifyDef, refundDef } from "./support/tools.ts"
-import { type Remote, startRemote } from "./support/workers.ts"
+import { pgClient } from "../support/backends.ts"
+import type { DurableWorkerConfig } from "../support/durable-worker.ts"
+import { freePort, missing, startPostgres, type TestServer } from "../support/services.ts"
+import { getOrderDef, notifyDef, refundDef } from "../support/tools.ts"
+import { type Remote, startRemote } from "../support/workers.ts"
 
 /** How far the conversation got: the number of tool results the model was sent. */
 const stateOf = (request: ResponsesRequest) => request.input.filter((item) => item.type === "function_call_output").length
@@ -196,7 +196,7 @@ describe.skipIf(missing("postgres") !== undefined)("a durable run across a crash
   const startWorker = (config: DurableWorkerConfig) => {
     const child: ChildProcess = spawn(
       process.execPath,
-      ["--conditions=@tanstack/ai-effect/source", join(import.meta.dirname, "support", "durable-worker.ts")],
+      ["--conditions=@tanstack/ai-effect/source", join(import.meta.dirname, "..", "support", "durable-worker.ts")],
       { env: { ...process.env, AI_EFFECT_DURABLE_WORKER: JSON.stringify(config) }, stdio: ["ignore", "pipe", "inherit"] }
     )
     let output = ""

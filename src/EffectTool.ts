@@ -23,22 +23,35 @@
  * fail the call; the failure is logged, and the claim is left to expire, so
  * that the next caller treats the effect as in doubt.
  *
+ * The lease protocol (claim or wait, keep the lease, record, release or
+ * abandon) is `EffectLease`'s; this module is the tool around it. Its
+ * failures are in `EffectToolError`.
+ *
  * @since 0.1.0
  */
 import { Cause, Clock, Context, Duration, Effect, Exit, Metric, Option, Result, Schema, Stream } from "effect"
-import { canonicalJson, EffectKeyError, type KeyStrategy, sha256Hex } from "./EffectKey.ts"
-import { ClaimLost, EffectStore, EffectStoreError, type EffectId, type Recorded } from "./EffectStore.ts"
+import { canonicalJson, type KeyStrategy, sha256Hex } from "./EffectKey.ts"
+import * as EffectLease from "./EffectLease.ts"
+import { EffectStore, EffectStoreError, type EffectId, type Recorded } from "./EffectStore.ts"
+import {
+  EffectCheckTimeout,
+  EffectInDoubt,
+  EffectKeyError,
+  EffectKeyReused,
+  EffectTakenOver,
+  type EffectToolError,
+  ToolOutputError
+} from "./EffectToolError.ts"
 import { notJson } from "./internal/json.ts"
-import { causeForLogs, keyForDisplay, perRunKey } from "./internal/keys.ts"
+import { keyForDisplay, perRunKey } from "./internal/keys.ts"
 import { isInMemory } from "./internal/store.ts"
 import { RunContext } from "./RunContext.ts"
 import {
-  type EffectTool,
   lastWithProgress,
+  type ServerTool,
   serverTool,
   type ServerToolOptions,
   type ToolCall,
-  type ToolCallError,
   type ToolHandler
 } from "./ServerTool.ts"
 import { isToolSchema } from "./ToolSchema.ts"
@@ -150,177 +163,6 @@ export interface EffectToolOptions<Input, Output, E, E2, R2> extends ServerToolO
    */
   readonly waitFor?: Duration.Input | undefined
 }
-
-/**
- * A call's key is recorded for another input, and the tool was defined with
- * `onKeyReuse: "fail"`. Nothing ran.
- *
- * @example
- * ```ts
- * import * as AI from "@tanstack/ai-effect"
- *
- * const error = new AI.EffectKeyReused({ tool: "comment", key: "run-1:comment:7" })
- * error.message // "The effect key run-1:comment:7 of tool comment is recorded for another input"
- * ```
- *
- * @since 0.1.0
- * @category errors
- */
-export class EffectKeyReused extends Schema.TaggedError<EffectKeyReused>()("EffectKeyReused", {
-  tool: Schema.String,
-  key: Schema.String
-}) {
-  override get message(): string {
-    return `The effect key ${keyForDisplay(this.key)} of tool ${this.tool} is recorded for another input`
-  }
-}
-
-/**
- * Another owner holds the claim on the key and did not record the effect
- * within the call's `waitFor`. Nothing ran; a later retry replays the record.
- *
- * @example
- * ```ts
- * import * as AI from "@tanstack/ai-effect"
- *
- * const error = new AI.EffectInProgress({ tool: "comment", key: "run-1:comment:7", owner: "worker-2" })
- * error.message // "The effect run-1:comment:7 of tool comment is being applied by worker-2; try again later"
- * ```
- *
- * @since 0.1.0
- * @category errors
- */
-export class EffectInProgress extends Schema.TaggedError<EffectInProgress>()("EffectInProgress", {
-  tool: Schema.String,
-  key: Schema.String,
-  owner: Schema.String
-}) {
-  override get message(): string {
-    return `The effect ${keyForDisplay(this.key)} of tool ${this.tool} is being applied by ${this.owner}; try again later`
-  }
-}
-
-/**
- * The call took over the expired claim of an owner that never recorded the
- * effect, and the tool has no `alreadyApplied` to find out whether it
- * happened. Nothing ran. This is the seed's crash window: give the tool an
- * `alreadyApplied`, or opt in to `inDoubt: "reapply"` where applying twice
- * is harmless.
- *
- * @example
- * ```ts
- * import * as AI from "@tanstack/ai-effect"
- *
- * const error = new AI.EffectInDoubt({ tool: "comment", key: "run-1:comment:7" })
- * ```
- *
- * @since 0.1.0
- * @category errors
- */
-export class EffectInDoubt extends Schema.TaggedError<EffectInDoubt>()("EffectInDoubt", {
-  tool: Schema.String,
-  key: Schema.String
-}) {
-  override get message(): string {
-    return `The effect ${keyForDisplay(this.key)} of tool ${this.tool} may have been applied by an owner that stopped before ` +
-      `recording it; without alreadyApplied it is not applied again`
-  }
-}
-
-/**
- * The call's effect may have been applied, but its claim was taken over by
- * another owner before the effect was recorded: the call was paused (a GC
- * pause, a frozen VM) or cut off from the store past its lease. The owner
- * that took over treats the effect as in doubt and reconciles it; this call
- * must not be read as "not applied". A remote that checks the call's
- * `fence` refuses such a late effect.
- *
- * @example
- * ```ts
- * import * as AI from "@tanstack/ai-effect"
- *
- * const error = new AI.EffectTakenOver({ tool: "charge", key: "order-7", fence: 3 })
- * error.message // starts with "The effect order-7 of tool charge may have been applied"
- * ```
- *
- * @since 0.1.0
- * @category errors
- */
-export class EffectTakenOver extends Schema.TaggedError<EffectTakenOver>()("EffectTakenOver", {
-  tool: Schema.String,
-  key: Schema.String,
-  fence: Schema.Number
-}) {
-  override get message(): string {
-    return `The effect ${keyForDisplay(this.key)} of tool ${this.tool} may have been applied by this call (fence ${this.fence}), ` +
-      `but another owner took its claim over before it was recorded; that owner reconciles it`
-  }
-}
-
-/**
- * `alreadyApplied` did not answer within the tool's `checkTimeout`. Nothing
- * was applied and the claim was released; a retry checks again.
- *
- * @example
- * ```ts
- * import * as AI from "@tanstack/ai-effect"
- *
- * const error = new AI.EffectCheckTimeout({ tool: "comment", key: "run-1:comment:7", timeoutMillis: 10_000 })
- * ```
- *
- * @since 0.1.0
- * @category errors
- */
-export class EffectCheckTimeout extends Schema.TaggedError<EffectCheckTimeout>()("EffectCheckTimeout", {
-  tool: Schema.String,
-  key: Schema.String,
-  timeoutMillis: Schema.Number
-}) {
-  override get message(): string {
-    return `alreadyApplied did not answer within ${this.timeoutMillis} ms for the effect ${keyForDisplay(this.key)} of tool ${this.tool}; ` +
-      `nothing was applied`
-  }
-}
-
-/**
- * The result of `execute` (or `alreadyApplied`) cannot be recorded: the
- * output schema does not encode it, or, without one, it is not JSON. When
- * `execute` produced it, the effect happened, so the claim is left to expire
- * and the next caller treats the effect as in doubt.
- *
- * @example
- * ```ts
- * import * as AI from "@tanstack/ai-effect"
- *
- * const error = new AI.ToolOutputError({ tool: "comment", message: "the result is not JSON: a BigInt has no JSON form at $.id" })
- * ```
- *
- * @since 0.1.0
- * @category errors
- */
-export class ToolOutputError extends Schema.TaggedError<ToolOutputError>()("ToolOutputError", {
-  tool: Schema.String,
-  message: Schema.String
-}) {}
-
-/**
- * The failures the reconciliation itself adds to an effect tool's own.
- *
- * @since 0.1.0
- * @category errors
- */
-export type EffectToolError =
-  | EffectKeyError
-  | EffectStoreError
-  | EffectKeyReused
-  | EffectInProgress
-  | EffectInDoubt
-  | EffectTakenOver
-  | EffectCheckTimeout
-  | ClaimLost
-  | ToolOutputError
-  | ToolCallError
-
 /**
  * How a call was answered; the `effect.outcome` attribute of its span and
  * the `outcome` attribute of the `ai_effect_tool_calls` counter.
@@ -414,25 +256,25 @@ export const effectToolCalls = Metric.counter("ai_effect_tool_calls", {
  */
 export const effectTool = <
   // `any` keeps the name literal of an inline definition (see serverTool).
-  const Definition extends EffectTool.AnyDefinition<any>,
+  const Definition extends ServerTool.AnyDefinition<any>,
   E = never,
   R = never,
   E2 = never,
   R2 = never
 >(
   definition: Definition,
-  execute: ToolHandler<EffectTool.InputOf<Definition>, EffectTool.OutputOf<Definition>, E, R, EffectCall>,
-  options?: EffectToolOptions<EffectTool.InputOf<Definition>, EffectTool.OutputOf<Definition>, E, E2, R2>
-): EffectTool<
+  execute: ToolHandler<ServerTool.InputOf<Definition>, ServerTool.OutputOf<Definition>, E, R, EffectCall>,
+  options?: EffectToolOptions<ServerTool.InputOf<Definition>, ServerTool.OutputOf<Definition>, E, E2, R2>
+): ServerTool<
   Definition["name"],
-  EffectTool.InputOf<Definition>,
-  EffectTool.OutputOf<Definition>,
+  ServerTool.InputOf<Definition>,
+  ServerTool.OutputOf<Definition>,
   E | E2 | EffectToolError,
   R | R2 | EffectStore | RunContext,
   Definition
 > => {
-  type Input = EffectTool.InputOf<Definition>
-  type Output = EffectTool.OutputOf<Definition>
+  type Input = ServerTool.InputOf<Definition>
+  type Output = ServerTool.OutputOf<Definition>
   interface Answer {
     readonly output: Output
     readonly outcome: Exclude<Outcome, "failed">
@@ -447,11 +289,11 @@ export const effectTool = <
   const failOnKeyReuse = options?.onKeyReuse === "fail"
   const reapplyInDoubt = options?.inDoubt === "reapply"
   const lease = Duration.fromInputUnsafe(options?.lease ?? Duration.seconds(30))
-  const leaseMillis = Duration.toMillis(lease)
-  const renewEvery = Duration.divideUnsafe(lease, 3)
-  const renewEveryMillis = Duration.toMillis(renewEvery)
   const checkTimeout = Duration.fromInputUnsafe(options?.checkTimeout ?? Duration.seconds(10))
-  const waitFor = Duration.toMillis(Duration.fromInputUnsafe(options?.waitFor ?? Duration.seconds(30)))
+  const leaseOptions: EffectLease.LeaseOptions = {
+    lease,
+    waitFor: Duration.fromInputUnsafe(options?.waitFor ?? Duration.seconds(30))
+  }
   // The memory stores this tool ran against; a second one is the per-request pitfall.
   const memoryStoresSeen = new WeakSet<EffectStore["Service"]>()
   let memoryStores = 0
@@ -496,58 +338,7 @@ export const effectTool = <
     return Effect.map(output, (output) => ({ output, outcome: "recorded" }))
   }
 
-  /** Claims the key; while another owner holds it, waits with backoff until `waitFor` has passed. */
-  const claimOrWait = Effect.fnUntraced(function*(store: EffectStore["Service"], id: EffectId) {
-    const owner = ownerId()
-    const deadline = (yield* Clock.currentTimeMillis) + waitFor
-    let backoff = 10
-    for (;;) {
-      // Taken before the claim is sent: the lease runs at least from then.
-      const claimedAt = yield* Clock.currentTimeMillis
-      const claim = yield* store.claim(id, { owner, ttl: lease })
-      if (claim._tag !== "Busy") return { claim, claimedAt }
-      const now = yield* Clock.currentTimeMillis
-      if (now >= deadline) return yield* new EffectInProgress({ ...id, owner: claim.owner })
-      yield* Effect.sleep(Math.min(backoff, deadline - now, Math.max(1, claim.expiresAt - now)))
-      backoff = Math.min(backoff * 2, 500)
-    }
-  })
-
-  /**
-   * Renews the lease every third of it, from `claimedAt` on. Fails with
-   * `ClaimLost` once another owner holds the key, and also once no renewal
-   * has landed for two thirds of the lease (the store is down, or slow to
-   * answer): the lease may then lapse before another renewal could, and
-   * another owner take the key, so this one stops acting on it while a third
-   * of the lease is left for what it already sent to land.
-   */
-  const keepLease = (store: EffectStore["Service"], id: EffectId, fence: number, claimedAt: number): Effect.Effect<never, ClaimLost> => {
-    let heldUntil = claimedAt + leaseMillis
-    // Made only when the lease is lost: an error captures a stack trace, which costs more than the rest of a call.
-    const lost = () => new ClaimLost({ ...id, fence })
-    const renew = Effect.gen(function*() {
-      const sentAt = yield* Clock.currentTimeMillis
-      const stopAt = heldUntil - renewEveryMillis
-      if (sentAt >= stopAt) return yield* lost()
-      const renewed = yield* store.renew(id, { fence, ttl: lease }).pipe(
-        Effect.timeoutOrElse({ duration: Duration.millis(stopAt - sentAt), orElse: () => Effect.fail(lost()) }),
-        Effect.as(true),
-        Effect.catchTag("EffectStoreError", (error) =>
-          Effect.as(Effect.logWarning(`The lease could not be renewed (${error.message}); trying again while it holds`), false))
-      )
-      if (renewed) heldUntil = sentAt + leaseMillis
-    })
-    return Effect.sleep(renewEvery).pipe(Effect.andThen(renew), Effect.forever)
-  }
-
-  /**
-   * Records a result. A store failure is logged, never raised: the effect
-   * already happened. The claim's lease then ends at once, so that the next
-   * caller takes over and reconciles instead of waiting for a record that
-   * will not come. A record refused because another owner took the claim
-   * over is `EffectTakenOver`: the effect happened, and that owner is about
-   * to reconcile it.
-   */
+  /** The record of a result, stamped with this process's clock as it is written. */
   const record = (
     store: EffectStore["Service"],
     id: EffectId,
@@ -556,16 +347,8 @@ export const effectTool = <
     outcome: Recorded["outcome"],
     fingerprint: string | undefined
   ): Effect.Effect<void, EffectTakenOver> =>
-    Clock.currentTimeMillis.pipe(
-      Effect.flatMap((recordedAt) =>
-        store.put(id, { output, outcome, recordedAt, ...(fingerprint === undefined ? {} : { fingerprint }) }, { fence })
-      ),
-      Effect.catchCause((cause) =>
-        isClaimLost(cause)
-          ? Effect.fail(new EffectTakenOver({ ...id, fence }))
-          : Effect.andThen(warnUnrecorded(cause), abandon(store, id, fence))
-      )
-    )
+    Effect.flatMap(Clock.currentTimeMillis, (recordedAt) =>
+      EffectLease.record(store, id, fence, { output, outcome, recordedAt, ...(fingerprint === undefined ? {} : { fingerprint }) }))
 
   /**
    * Steps 3 and 4, holding the claim with `fence` from the remote check to
@@ -579,8 +362,7 @@ export const effectTool = <
   const applyClaimed = (
     store: EffectStore["Service"],
     id: EffectId,
-    claim: { readonly fence: number; readonly takenOver: boolean },
-    claimedAt: number,
+    claim: { readonly fence: number; readonly takenOver: boolean; readonly claimedAt: number },
     input: Input,
     call: Omit<EffectCall, "fence">,
     fingerprint: string | undefined
@@ -588,7 +370,7 @@ export const effectTool = <
     const { fence } = claim
     let mayHaveHappened = false
     // One lease for both phases: the check and execute share its renewals.
-    const leaseHeld = keepLease(store, id, fence, claimedAt)
+    const leaseHeld = EffectLease.keep(store, id, claim, lease)
     const held = <A, E1, R1>(effect: Effect.Effect<A, E1, R1>) => Effect.raceFirst(effect, leaseHeld)
     const checked = checkRemote(id.key, input).pipe(
       Effect.timeoutOrElse({
@@ -614,7 +396,7 @@ export const effectTool = <
         mayHaveHappened = true
         const exit = yield* Effect.exit(restore(held(applying)))
         if (Exit.isFailure(exit)) {
-          if (isClaimLost(exit.cause)) return yield* new EffectTakenOver({ ...id, fence })
+          if (EffectLease.isClaimLost(exit.cause)) return yield* new EffectTakenOver({ ...id, fence })
           // A typed failure of execute says that nothing happened.
           if (!Cause.hasDies(exit.cause) && !Cause.hasInterrupts(exit.cause)) mayHaveHappened = false
           return yield* Effect.failCause(exit.cause)
@@ -626,7 +408,11 @@ export const effectTool = <
       })
     ).pipe(
       Effect.onExit((exit) =>
-        Exit.isSuccess(exit) ? Effect.void : mayHaveHappened ? abandon(store, id, fence) : Effect.ignore(store.release(id, { fence }))
+        Exit.isSuccess(exit)
+          ? Effect.void
+          : mayHaveHappened
+          ? EffectLease.abandon(store, id, fence)
+          : EffectLease.release(store, id, fence)
       )
     )
   }
@@ -639,10 +425,10 @@ export const effectTool = <
     call: Omit<EffectCall, "fence">,
     fingerprint: string | undefined
   ) =>
-    Effect.flatMap(claimOrWait(store, id), ({ claim, claimedAt }) =>
-      claim._tag === "Recorded"
-        ? replay(id, claim.recorded, fingerprint)
-        : applyClaimed(store, id, claim, claimedAt, input, call, fingerprint))
+    Effect.flatMap(EffectLease.acquire(store, id, leaseOptions), (acquired) =>
+      acquired._tag === "Recorded"
+        ? replay(id, acquired.recorded, fingerprint)
+        : applyClaimed(store, id, acquired, input, call, fingerprint))
 
   return serverTool(definition, (input, toolCall) =>
     Effect.gen(function*() {
@@ -692,29 +478,8 @@ export const effectTool = <
     ), options)
 }
 
-const isClaimLost = (cause: Cause.Cause<unknown>): boolean =>
-  cause.reasons.some((reason) => Cause.isFailReason(reason) && reason.error instanceof ClaimLost)
-
 /** Whether a call ended once its effect may have happened, without a record. */
 const isInDoubt = (cause: Cause.Cause<unknown>): boolean =>
   cause.reasons.some((reason) =>
     Cause.isFailReason(reason) && (reason.error instanceof EffectTakenOver || reason.error instanceof EffectInDoubt)
-  )
-
-/** A claim owner that names this process, for the `Busy` answers other callers read. */
-const ownerId = (): string => `${processName}/${crypto.randomUUID()}`
-
-const processName = globalThis.process === undefined ? "runtime" : `pid-${globalThis.process.pid}`
-
-/**
- * Ends a claim's lease now but keeps its owner, so that the next caller takes
- * it over and treats the effect as in doubt. A store that cannot answer lets
- * the lease end by itself.
- */
-const abandon = (store: EffectStore["Service"], id: EffectId, fence: number): Effect.Effect<void> =>
-  Effect.ignore(store.renew(id, { fence, ttl: Duration.zero }))
-
-const warnUnrecorded = (cause: Cause.Cause<unknown>) =>
-  Effect.logWarning(
-    `The effect was applied but its record could not be written (${causeForLogs(cause)}); alreadyApplied guards a retry`
   )

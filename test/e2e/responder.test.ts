@@ -11,10 +11,10 @@ import { type ChildProcess, spawn } from "node:child_process"
 import { once } from "node:events"
 import { join } from "node:path"
 import { afterEach, describe, expect, it } from "vitest"
-import { CommentPosted, makeResponder, Markers } from "../examples/responder/responder.ts"
-import { Tracker } from "../examples/responder/Tracker.ts"
-import { startTracker, webhookSignature } from "../examples/responder/tracker-server.ts"
-import { freePort, missing, startPostgres } from "./support/services.ts"
+import { CommentPosted, makeResponder, Markers } from "../../examples/responder/responder.ts"
+import { Tracker } from "../../examples/responder/Tracker.ts"
+import { startTracker, webhookSignature } from "../../examples/responder/tracker-server.ts"
+import { freePort, missing, startPostgres } from "../support/services.ts"
 
 const cleanups: Array<() => Promise<void>> = []
 afterEach(async () => {
@@ -47,7 +47,7 @@ const setup = async () => {
 }
 
 const secret = Redacted.make("responder-test-secret")
-const signed = AI.EffectMarker.signed(secret)
+const signed = AI.signedEffectMarkers(secret)
 
 const answer = (body: string) => ({ toolCalls: [{ name: "comment", args: { issue: 1, body } }] })
 
@@ -100,7 +100,7 @@ describe("the responder example", () => {
 
   it("does not count a marker with a wrong signature, nor an unsigned one, even in the bot's own comment", async () => {
     const { server, runResponder } = await setup()
-    const wrong = AI.EffectMarker.signed(Redacted.make("someone else's secret")).marker("run-1:comment:1")
+    const wrong = AI.signedEffectMarkers(Redacted.make("someone else's secret")).marker("run-1:comment:1")
     server.addComment(1, "responder-bot", `> quoting a user: ${wrong} ${AI.effectMarker("run-1:comment:1")}`)
     await runResponder("run-1", [answer("Try clearing the cache."), { text: "Answered." }]).run()
     expect(server.comments).toHaveLength(2)
@@ -136,7 +136,7 @@ describe.skipIf(missing("postgres") !== undefined)("the responder as deployed: w
     cleanups.push(() => openai.close())
     const port = await freePort()
     const child: ChildProcess = spawn(process.execPath, ["--conditions=@tanstack/ai-effect/source", "examples/responder/main.ts"], {
-      cwd: join(import.meta.dirname, ".."),
+      cwd: join(import.meta.dirname, "..", ".."),
       env: {
         ...process.env,
         DATABASE_URL: postgres.url,

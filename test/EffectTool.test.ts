@@ -64,7 +64,7 @@ const toolResultsOf = (adapter: ScriptedTextAdapter, turn: number) =>
 /** Runs one chat over the given store and returns the adapter, to read what the model saw. */
 const runChat = (
   store: AI.EffectStore["Service"],
-  tools: ReadonlyArray<AI.EffectTool.Any>,
+  tools: ReadonlyArray<AI.ServerTool.Any>,
   script: ReadonlyArray<Parameters<typeof scriptedText>[0][number]>,
   ids: { readonly runId?: string; readonly threadId?: string } = run
 ) =>
@@ -582,7 +582,7 @@ describe("effect tools beyond the seed", () => {
       })
     ))
 
-  it.effect("wrapToolsForRun passes tools that are not Effect tools through unchanged", () =>
+  it.effect("wrapToolsForRun passes tools that are not server tools through unchanged", () =>
     withStore((store) =>
       Effect.gen(function*() {
         const tracker = yield* makeTracker

@@ -1,5 +1,5 @@
 /**
- * The claims of Effect tools and chat, for every TanStack provider: each
+ * The claims of server tools and chat, for every TanStack provider: each
  * claim runs through the real OpenAI, Anthropic and Gemini adapters against
  * their fake servers (real HTTP on 127.0.0.1, each provider's wire format).
  * A row per claim, a column per provider: a missing cell shows as a missing
@@ -67,7 +67,7 @@ const askForOrder: ReadonlyArray<FakeReply> = [
   { text: "Here is what I found." }
 ]
 
-const chatOn = <const Tools extends ReadonlyArray<AI.EffectTool.Any>>(provider: Provider, server: FakeProviderServer<unknown>, tools: Tools) =>
+const chatOn = <const Tools extends ReadonlyArray<AI.ServerTool.Any>>(provider: Provider, server: FakeProviderServer<unknown>, tools: Tools) =>
   AI.chat({ adapter: provider.adapter(server), messages: user, tools, ...run })
 
 const parsedResults = (server: FakeProviderServer<unknown>, index: number) =>

@@ -13,10 +13,10 @@ import { layerRedis } from "@tanstack/ai-effect/redis"
 import { layerSql } from "@tanstack/ai-effect/sql"
 import { scriptedText } from "@tanstack/ai-effect/testing"
 import { Effect, Layer, Stream } from "effect"
-import { makeRemote, noteDef, pgClient } from "./support/backends.ts"
-import { missing, startPostgres, startRedis, type TestServer } from "./support/services.ts"
-import type { WorkerConfig } from "./support/worker.ts"
-import { type Remote, runWorker as runWorkerWith, startRemote } from "./support/workers.ts"
+import { makeRemote, noteDef, pgClient } from "../support/backends.ts"
+import { missing, startPostgres, startRedis, type TestServer } from "../support/services.ts"
+import type { WorkerConfig } from "../support/worker.ts"
+import { type Remote, runWorker as runWorkerWith, startRemote } from "../support/workers.ts"
 
 const noPostgres = missing("postgres")
 const noRedis = missing("redis")
@@ -103,7 +103,7 @@ describe("effect tools after a restart", () => {
 })
 
 /** A chat whose model calls the tool, then answers; the tool result the model read, and the final text. */
-const chatOnce = (tool: AI.EffectTool.Any, id: string) =>
+const chatOnce = (tool: AI.ServerTool.Any, id: string) =>
   Effect.gen(function*() {
     const adapter = scriptedText([{ toolCalls: [{ name: "note", args: { id } }] }, { text: "Done." }])
     const chunks = yield* AI.chat({ adapter, messages: [{ role: "user", content: "note it" }], tools: [tool] }).pipe(Stream.runCollect)

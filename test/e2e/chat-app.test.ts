@@ -11,10 +11,10 @@ import { join } from 'node:path'
 import type { BrowserContext, Page } from 'playwright-core'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { startFakeAnthropic, startFakeGemini } from '@tanstack/ai-effect/testing'
-import { ensureBuilt } from '../examples/chat-app/build.ts'
-import { chatRequestBody } from './support/agui.ts'
-import { launchBrowser, missingBrowser, screenshotPath } from './support/browser.ts'
-import { freePort } from './support/services.ts'
+import { ensureBuilt } from '../../examples/chat-app/build.ts'
+import { chatRequestBody } from '../support/agui.ts'
+import { launchBrowser, missingBrowser, screenshotPath } from '../support/browser.ts'
+import { freePort } from '../support/services.ts'
 
 interface RunningApp {
   readonly url: string
@@ -23,7 +23,7 @@ interface RunningApp {
   readonly stop: () => Promise<void>
 }
 
-const root = join(import.meta.dirname, '..')
+const root = join(import.meta.dirname, '..', '..')
 
 /** Starts the app as `npm start` does: node with the source condition, running examples/chat-app/main.ts. */
 const startApp = async (options: {

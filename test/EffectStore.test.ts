@@ -1,30 +1,15 @@
 /**
- * What a new user and hostile input broke, each defect as the claim its fix
- * proves: a hanging record write, a store made per request, leaking typed
- * errors, keys of two tools colliding, lossy inputs, unchecked options, and
- * arguments or outputs that used to end the whole run.
+ * Effect tools against their store, as new users and hostile input met them:
+ * a record write that never answers, a store made per request, keys of two
+ * tools that collide, and inputs no key can be made from.
  */
 import { toolDefinition } from "@tanstack/ai"
 import { describe, expect, it } from "@effect/vitest"
 import * as AI from "@tanstack/ai-effect"
-import { scriptedText, type ScriptedTurn, startFakeOpenAI } from "@tanstack/ai-effect/testing"
-import { createOpenaiChat } from "@tanstack/ai-openai"
-import { Cause, Data, Deferred, Effect, Fiber, Layer, Logger, Option, Redacted, Ref, Schema, Stream } from "effect"
+import { scriptedText } from "@tanstack/ai-effect/testing"
+import { Deferred, Effect, Fiber, Layer, Logger, Ref, Schema, Stream } from "effect"
+import { runWith, toolResults, user } from "./support/runs.ts"
 
-const user = [{ role: "user" as const, content: "Go" }]
-
-const toolResults = (adapter: ReturnType<typeof scriptedText>, turn: number) =>
-  (adapter.turns[turn]?.messages ?? []).flatMap((message) => message.role === "tool" ? [JSON.parse(String(message.content))] : [])
-
-const runWith = (store: Layer.Layer<AI.EffectStore>, tools: ReadonlyArray<AI.EffectTool.Any>, script: ReadonlyArray<ScriptedTurn>) =>
-  Effect.gen(function*() {
-    const adapter = scriptedText(script)
-    const chunks = yield* AI.chat({ adapter, messages: user, runId: "run-1", threadId: "thread-1", tools }).pipe(
-      Stream.provide(store),
-      Stream.runCollect
-    )
-    return { adapter, chunks }
-  })
 
 const commentDef = toolDefinition({
   name: "comment",
@@ -49,7 +34,7 @@ const captureLogs = () => {
   return { logs, layer: Logger.layer([logger]) }
 }
 
-describe("hardening: the record write", () => {
+describe("the record write", () => {
   it.live("a put that never answers: the run ends within the store's deadline, and interrupting a run returns", () =>
     Effect.gen(function*() {
       const memory = yield* Effect.service(AI.EffectStore).pipe(Effect.provide(AI.EffectStore.layerMemory()))
@@ -81,7 +66,7 @@ describe("hardening: the record write", () => {
     }))
 })
 
-describe("hardening: a store made per request", () => {
+describe("a store made per request", () => {
   it.effect("a memory store made per request logs a warning, once, that names the tool and the second store it met", () =>
     Effect.gen(function*() {
       const { logs, layer } = captureLogs()
@@ -126,37 +111,7 @@ describe("hardening: a store made per request", () => {
     }))
 })
 
-class DbError extends Data.TaggedError("DbError")<{ readonly connectionString: Redacted.Redacted<string>; readonly table: string }> {}
-
-describe("hardening: what a failure tells the model", () => {
-  const lookupDef = toolDefinition({
-    name: "lookup",
-    description: "Looks up",
-    inputSchema: AI.toolSchema(Schema.Struct({ id: Schema.String }))
-  })
-  const failing = Effect.fail(new DbError({ connectionString: Redacted.make("postgres://admin:secret@db/app"), table: "orders" }))
-
-  it.effect("a Redacted field of a message-less tagged error never reaches the model; the other fields do", () =>
-    Effect.gen(function*() {
-      const tool = AI.serverTool(lookupDef, () => failing)
-      const adapter = scriptedText([{ toolCalls: [{ name: "lookup", args: { id: "x" } }] }, { text: "Sorry" }])
-      const chunks = yield* AI.chat({ adapter, messages: user, tools: [tool] }).pipe(Stream.runCollect)
-      expect(toolResults(adapter, 1)).toEqual([{ error: `DbError: {"table":"orders"}` }])
-      expect(JSON.stringify(chunks)).not.toContain("secret")
-    }))
-
-  it.effect("toModelError chooses what the model reads for a failure of that tool", () =>
-    Effect.gen(function*() {
-      const tool = AI.serverTool(lookupDef, () => failing, {
-        toModelError: (cause) => Cause.hasFails(cause) ? "The database is unavailable; try again later." : "Unexpected error"
-      })
-      const adapter = scriptedText([{ toolCalls: [{ name: "lookup", args: { id: "x" } }] }, { text: "Sorry" }])
-      yield* AI.chat({ adapter, messages: user, tools: [tool] }).pipe(Stream.runDrain)
-      expect(toolResults(adapter, 1)).toEqual([{ error: "The database is unavailable; try again later." }])
-    }))
-})
-
-describe("hardening: records are scoped by tool", () => {
+describe("records are scoped by tool", () => {
   const sameKey = { effectKey: ({ issue }: { issue: number }) => `issue:${issue}` }
 
   it.effect("a tool whose custom key equals another tool's key runs, instead of returning the other tool's record", () =>
@@ -194,7 +149,33 @@ describe("hardening: records are scoped by tool", () => {
     }))
 })
 
-describe("hardening: inputs no key can be made from", () => {
+describe("inputs that look alike", () => {
+  it.effect("a name typed in NFC and in NFD is one default key: the effect is applied once and the second call replays it", () =>
+    Effect.gen(function*() {
+      const applied = yield* Ref.make(0)
+      const greet = AI.effectTool(
+        toolDefinition({
+          name: "greet",
+          description: "Greets",
+          inputSchema: AI.toolSchema(Schema.Struct({ name: Schema.String })),
+          outputSchema: AI.toolSchema(Schema.Struct({ greeted: Schema.Boolean }))
+        }),
+        () => Effect.as(Ref.update(applied, (n) => n + 1), { greeted: true })
+      )
+      const { chunks } = yield* runWith(AI.EffectStore.layerMemory(), [greet], [
+        { toolCalls: [{ name: "greet", args: { name: "Zo\u00eb" } }] },
+        { toolCalls: [{ name: "greet", args: { name: "Zoe\u0308" } }] },
+        { text: "Done" }
+      ])
+      expect(yield* Ref.get(applied)).toBe(1)
+      const outcomes = chunks.flatMap((chunk) =>
+        chunk.type === "CUSTOM" && chunk.name === AI.effectOutcomeEvent ? [(chunk.value as { outcome: string }).outcome] : []
+      )
+      expect(outcomes).toEqual(["applied", "recorded"])
+    }))
+})
+
+describe("inputs no key can be made from", () => {
   const run = { runId: "run-1", threadId: "t", agent: "a", trigger: "t" }
   const context = { run, toolName: "tag", toolCallId: "c" }
 
@@ -237,75 +218,5 @@ describe("hardening: inputs no key can be made from", () => {
       ])
       expect(toolResults(adapter, 1)).toEqual([{ error: "EffectKeyError: No effect key can be made from the input: the effect key is empty at $" }])
       expect(yield* Ref.get(applied)).toBe(0)
-    }))
-})
-
-describe("hardening: one bad call, not the whole run", () => {
-  const anyDef = toolDefinition({ name: "raw", description: "Returns whatever it makes", inputSchema: AI.toolSchema(Schema.Struct({})) })
-
-  it.effect("an Effect tool's result that is not JSON is a tool error for that call; nothing is recorded and the run goes on", () =>
-    Effect.gen(function*() {
-      const store = AI.EffectStore.layerMemory()
-      const cyclic: Record<string, unknown> = {}
-      cyclic.self = cyclic
-      const bigint = AI.serverTool(anyDef, () => Effect.succeed({ total: 10n }))
-      const { adapter, chunks } = yield* runWith(store, [bigint], [{ toolCalls: [{ name: "raw", args: {} }] }, { text: "Recovered" }])
-      expect(toolResults(adapter, 1)).toEqual([{ error: "Invalid tool output: the result is not JSON: a BigInt has no JSON form at $.total" }])
-      expect(chunks.some((chunk) => chunk.type === "TEXT_MESSAGE_CONTENT" && chunk.delta === "Recovered")).toBe(true)
-
-      const effect = AI.effectTool(anyDef, () => Effect.succeed(cyclic), { effectKey: () => "cyclic" })
-      const service = yield* Effect.service(AI.EffectStore).pipe(Effect.provide(store))
-      const second = yield* runWith(Layer.succeed(AI.EffectStore, service), [effect], [
-        { toolCalls: [{ name: "raw", args: {} }] },
-        { text: "Recovered" }
-      ])
-      expect(toolResults(second.adapter, 1)[0].error).toMatch(/^ToolOutputError: the result is not JSON: the value refers to itself/)
-      expect(second.chunks.some((chunk) => chunk.type === "TEXT_MESSAGE_CONTENT" && chunk.delta === "Recovered")).toBe(true)
-      expect(yield* service.get({ tool: "raw", key: "cyclic" })).toEqual(Option.none())
-    }))
-
-  it.live("arguments nested 10,000 levels deep through the real OpenAI adapter are a tool error, and the run goes on", () =>
-    Effect.gen(function*() {
-      const deep = `{"id":${"[".repeat(10_000)}${"]".repeat(10_000)}}`
-      const server = yield* Effect.acquireRelease(
-        Effect.promise(() => startFakeOpenAI([{ toolCalls: [{ name: "get_order", rawArgs: deep }] }, { text: "Recovered" }])),
-        (server) => Effect.promise(() => server.close())
-      )
-      const ran = yield* Ref.make(false)
-      const getOrder = AI.serverTool(
-        toolDefinition({ name: "get_order", description: "Order", inputSchema: AI.toolSchema(Schema.Struct({ id: Schema.String })) }),
-        () => Effect.as(Ref.set(ran, true), { ok: true })
-      )
-      const adapter = createOpenaiChat("gpt-5.2", "test-key", { baseURL: server.baseURL })
-      const chunks = yield* AI.chat({ adapter, messages: user, tools: [getOrder] }).pipe(Stream.runCollect)
-      const output = server.requests[1]?.input.find((item) => item.type === "function_call_output")
-      expect(JSON.parse(String(output?.output))).toEqual({
-        error: "Input validation failed for tool get_order: Validation failed: The arguments are nested deeper than 512 levels"
-      })
-      expect(yield* Ref.get(ran)).toBe(false)
-      expect(chunks.some((chunk) => chunk.type === "RUN_FINISHED")).toBe(true)
-    }).pipe(Effect.scoped))
-
-  it.live("invalid JSON arguments through the real OpenAI adapter: the model reads that they were not valid JSON, not \"Missing key\"", () =>
-    Effect.gen(function*() {
-      const server = yield* Effect.acquireRelease(
-        Effect.promise(() => startFakeOpenAI([{ toolCalls: [{ name: "get_order", rawArgs: `{"id": "A-1"` }] }, { text: "Recovered" }])),
-        (server) => Effect.promise(() => server.close())
-      )
-      const getOrder = AI.serverTool(
-        toolDefinition({ name: "get_order", description: "Order", inputSchema: AI.toolSchema(Schema.Struct({ id: Schema.String })) }),
-        () => Effect.succeed({ ok: true })
-      )
-      const adapter = createOpenaiChat("gpt-5.2", "test-key", { baseURL: server.baseURL })
-      yield* AI.chat({ adapter, messages: user, tools: [getOrder] }).pipe(Stream.runDrain)
-      const output = server.requests[1]?.input.find((item) => item.type === "function_call_output")
-      expect(JSON.parse(String(output?.output))).toEqual({ error: `Failed to parse tool arguments as JSON: {"id": "A-1"` })
-    }).pipe(Effect.scoped))
-
-  it.effect("the scripted adapter sends raw argument text as it is", () =>
-    Effect.gen(function*() {
-      const adapter = scriptedText([{ toolCalls: [{ name: "get_order", rawArgs: "not json" }] }])
-      const chunks = yield* Effect.promise(() => Array.fromAsync(adapter.chatStream({ model: "scripted", messages: [] } as never)))
-      expect(chunks.find((chunk) => chunk.type === "TOOL_CALL_ARGS")).toMatchObject({ delta: "not json" })
     }))
 })

@@ -17,9 +17,9 @@ import {
   redisBackend,
   redisClient,
   sqliteBackend
-} from "./support/backends.ts"
+} from "../support/backends.ts"
 import { layerRedis, RedisPersistenceError, type RedisStoreOptions } from "@tanstack/ai-effect/redis"
-import { missing, startPostgres, startRedis, type TestServer } from "./support/services.ts"
+import { missing, startPostgres, startRedis, type TestServer } from "../support/services.ts"
 
 const noPostgres = missing("postgres")
 const noRedis = missing("redis")
