@@ -11,7 +11,6 @@ import { DurableAgent, DurableEngine } from '@tanstack/ai-effect/durable'
 import { type FakeReply, type ResponsesRequest, startFakeOpenAI } from '@tanstack/ai-effect/testing'
 import { createOpenaiChat } from '@tanstack/ai-openai'
 import { Effect, Layer, ManagedRuntime, Stream } from 'effect'
-import { WorkflowEngine } from 'effect/workflow'
 import { pgClient } from '../test/support/backends.ts'
 import { missing, startPostgres } from '../test/support/services.ts'
 import { getOrderDef } from '../test/support/tools.ts'
@@ -29,7 +28,7 @@ const model = (request: ResponsesRequest): FakeReply =>
 
 const durableCase = async (
   name: string,
-  engine: Layer.Layer<WorkflowEngine.WorkflowEngine, unknown>,
+  engine: Layer.Layer<DurableAgent.DurableServices, unknown>,
   options: { readonly rounds: number; readonly iterations: number },
 ): Promise<PairResult> => {
   const server = await startFakeOpenAI(model)
@@ -55,7 +54,7 @@ const durableCase = async (
 export const benchDurable = async (options: { readonly quick: boolean }): Promise<ReadonlyArray<PairResult>> => {
   const sizes = { rounds: options.quick ? 3 : 7, iterations: options.quick ? 10 : 30 }
   const results = [
-    await durableCase('a run of 2 model turns and 1 tool call: DurableAgent.run on the memory engine vs AI.runAgent', WorkflowEngine.layerMemory, sizes),
+    await durableCase('a run of 2 model turns and 1 tool call: DurableAgent.run on the memory engine vs AI.runAgent', DurableEngine.layerMemory, sizes),
   ]
   if (missing('postgres') === undefined) {
     const postgres = await startPostgres()

@@ -22,7 +22,7 @@ const modules: ReadonlyArray<{ readonly importPath: string; readonly files: Read
   { importPath: '@tanstack/ai-effect/sql', files: ['sql/SqlEffectStore.ts'] },
   { importPath: '@tanstack/ai-effect/redis', files: ['redis/RedisEffectStore.ts'] },
   { importPath: '@tanstack/ai-effect/http', files: ['http/ChatRoute.ts'] },
-  { importPath: '@tanstack/ai-effect/durable', files: ['durable/DurableAgent.ts', 'durable/DurableEngine.ts'] },
+  { importPath: '@tanstack/ai-effect/durable', files: ['durable/DurableAgent.ts', 'durable/DurableEngine.ts', 'durable/DurableRunStore.ts', 'durable/DurableRunError.ts'] },
   {
     importPath: '@tanstack/ai-effect/testing',
     files: [

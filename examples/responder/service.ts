@@ -61,9 +61,17 @@ const Webhooks = (options: ResponderServiceOptions, responder: ReturnType<typeof
           trigger: 'webhook',
           messages: [{ role: 'user', content: `Issue #${issue.number}: ${issue.title}\n\n${issue.body}` }],
         })
+        // A redelivery for a run that failed (the model was down) tries it again, keeping what it finished.
+        yield* responder.retry(runId)
         return HttpServerResponse.jsonUnsafe({ runId }, { status: 202 })
       }).pipe(
         Effect.catchTag('SchemaError', (error) => Effect.succeed(HttpServerResponse.text(error.message, { status: 400 }))),
+        // The issue was edited before the redelivery: its run answers the first text.
+        Effect.catchTag('DurableRunInputMismatch', (error) => Effect.succeed(HttpServerResponse.text(error.message, { status: 409 }))),
+        Effect.catchTags({
+          DurableRunNotFound: (error) => Effect.succeed(HttpServerResponse.text(error.message, { status: 503 })),
+          DurableRunStoreError: (error) => Effect.succeed(HttpServerResponse.text(error.message, { status: 503 })),
+        }),
         Effect.catchTag('HttpServerError', () => Effect.succeed(HttpServerResponse.text('Unreadable body', { status: 400 }))),
       ),
     ),

@@ -13,18 +13,26 @@
  * the re-run of an activity that was in flight does not apply its effect
  * twice. The turn in flight and plain tools run at least once.
  *
- * The engine is yours to choose: `WorkflowEngine.layerMemory` for tests and
+ * Beside the engine, the run store (`DurableRunStore`) keeps what every
+ * process reads about a run: its input's fingerprint (a run id names one
+ * input), its generation (a failed run tried again), and its approvals, so
+ * that any caller lists and answers them. A turn that fails on a rate limit
+ * or a 5xx is tried again inside its activity.
+ *
+ * The engine is yours to choose: `DurableEngine.layerMemory` for tests and
  * one process, or `ClusterWorkflowEngine` on PostgreSQL
- * (`DurableEngine.layerSingleRunner`, `DurableEngine.layerSocketRunner`).
+ * (`DurableEngine.layerSingleRunner`, `DurableEngine.layerSocketRunner`);
+ * each provides the run store beside the engine.
  *
  * @since 0.1.0
  */
 import type { AnyTextAdapter, ModelMessage, StreamChunk } from "@tanstack/ai"
-import { Context, Effect, Exit, Layer, Option, PubSub, Schema, type Scope, Stream } from "effect"
+import { Context, Effect, Exit, Layer, Option, PubSub, Schedule, Schema, type Scope, Stream } from "effect"
 import { Activity, DurableDeferred, Workflow, type WorkflowEngine } from "effect/workflow"
 import type { Agent } from "../Agent.ts"
 import { AiError, failOnProviderError } from "../AiError.ts"
 import { chat, type ChatRequirements, type CoreTool } from "../Chat.ts"
+import * as EffectKey from "../EffectKey.ts"
 import {
   approvalRequestedChunk,
   assistantMessage,
@@ -32,22 +40,28 @@ import {
   declinedOutcome,
   isClientToolNotice,
   makeTurnReader,
+  parsedIfJson,
+  replayedChunks,
   toolResultChunk,
   type Turn
 } from "../internal/agui.ts"
 import { runToolCall } from "../internal/toolCall.ts"
 import { RunContext } from "../RunContext.ts"
-import { type ServerTool, isServerTool, wrapToolsForRun } from "../ServerTool.ts"
+import { isServerTool, type ServerTool, wrapToolsForRun } from "../ServerTool.ts"
+import * as DurableRunError from "./DurableRunError.ts"
+import * as DurableRunStore from "./DurableRunStore.ts"
 
 /**
  * Messages as the engine stores them: core's model messages, encoded as JSON.
  */
 const StoredMessages = Schema.Array(Schema.Unknown)
 
+const UsageSchema = Schema.Struct({ input: Schema.Number, output: Schema.Number })
+
 const TurnSchema = Schema.Struct({
   text: Schema.String,
   toolCalls: Schema.Array(Schema.Struct({ id: Schema.String, name: Schema.String, arguments: Schema.String })),
-  usage: Schema.Struct({ input: Schema.Number, output: Schema.Number })
+  usage: UsageSchema
 })
 
 const ToolOutcomeSchema = Schema.Struct({ content: Schema.String, error: Schema.Boolean })
@@ -108,7 +122,7 @@ export class DurableRunResult extends Schema.Class<DurableRunResult>("@tanstack/
   messages: StoredMessages,
   text: Schema.String,
   turns: Schema.Int,
-  usage: Schema.Struct({ input: Schema.Number, output: Schema.Number })
+  usage: UsageSchema
 }) {}
 
 /**
@@ -128,6 +142,50 @@ export interface DurableRunInput {
 }
 
 /**
+ * Options of {@link make}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface DurableAgentOptions {
+  /**
+   * How a model turn is tried again inside its activity when the provider
+   * answers with a rate limit (429), a 5xx or no answer at all: the turn's
+   * activity ends only once the turn succeeded or this schedule gave up, so
+   * a passing outage does not fail the run. Default: 4 more attempts,
+   * exponential from 1 second (1, 2, 4, 8 s). Add to the adapter's own
+   * retries (the SDKs' `maxRetries`).
+   */
+  readonly turnRetry?: Schedule.Schedule<unknown, AiError> | undefined
+}
+
+/**
+ * Where a run stands, as any process on the engine reads it.
+ *
+ * - `Running`: started, not finished, waiting for nothing;
+ * - `WaitingForApproval`: suspended until these tool calls are answered
+ *   (see {@link DurableAgent.approve});
+ * - `Finished`: its result, or the `AiError` it failed with ({@link DurableAgent.retry}
+ *   tries a failed run again).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type DurableRunStatus =
+  | { readonly _tag: "Running" }
+  | { readonly _tag: "WaitingForApproval"; readonly approvals: ReadonlyArray<DurableRunStore.ApprovalRequest> }
+  | { readonly _tag: "Finished"; readonly exit: Exit.Exit<DurableRunResult, AiError> }
+
+/**
+ * The services every operation of a durable agent needs: the engine and
+ * the run store that `DurableEngine`'s layers provide together.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type DurableServices = WorkflowEngine.WorkflowEngine | DurableRunStore.DurableRunStore
+
+/**
  * An agent whose runs are durable.
  *
  * @since 0.1.0
@@ -140,47 +198,138 @@ export interface DurableAgent<Tools extends ReadonlyArray<unknown>> {
     `AgentRun/${string}`,
     typeof Payload,
     typeof DurableRunResult,
-    typeof AiError
+    typeof RunFailed
   >
   /**
    * Registers the run's body with the engine. Provide it with the tools'
    * services (an effect tool's `EffectStore` among them) in every process
    * that may run or resume the agent's runs.
    */
-  readonly layer: Layer.Layer<RunChunks, never, WorkflowEngine.WorkflowEngine | ChatRequirements<Tools>>
+  readonly layer: Layer.Layer<RunChunks, never, DurableServices | ChatRequirements<Tools>>
   /**
    * Starts a run (or joins the run of that id) and streams its chunks while
    * it runs in this process: each model turn's chunks as `AI.chat` gives
    * them, a tool's progress events live, a `TOOL_CALL_RESULT` for each tool
-   * call, an `approval-requested` event for each call that waits for approval. The stream ends with the
+   * call, an `approval-requested` event for each call that waits for
+   * approval (those it already waits for first). The stream ends with the
    * run, and fails with the run's `AiError`. Turns a resumed run replays
-   * from storage send nothing again.
+   * from storage send nothing again. A run that already finished is replayed
+   * from its result (each turn's text, tool calls and results) and the
+   * stream ends; one that failed fails at once.
    */
-  readonly stream: (input: DurableRunInput) => Stream.Stream<StreamChunk, AiError, WorkflowEngine.WorkflowEngine | RunChunks>
+  readonly stream: (input: DurableRunInput) => Stream.Stream<
+    StreamChunk,
+    AiError | DurableRunError.DurableRunInputMismatch | DurableRunError.DurableRunStoreError,
+    DurableServices | RunChunks
+  >
   /** Starts a run, or joins the run of that id, and waits for its result. */
-  readonly run: (input: DurableRunInput) => Effect.Effect<DurableRunResult, AiError, WorkflowEngine.WorkflowEngine>
-  /** Starts a run, or finds the run of that id, without waiting: its execution id. */
-  readonly start: (input: DurableRunInput) => Effect.Effect<string, never, WorkflowEngine.WorkflowEngine>
+  readonly run: (
+    input: DurableRunInput
+  ) => Effect.Effect<DurableRunResult, AiError | DurableRunError.DurableRunInputMismatch | DurableRunError.DurableRunStoreError, DurableServices>
+  /**
+   * Starts a run, or finds the run of that id, without waiting: its
+   * execution id. A run id started before with another input fails with
+   * `DurableRunInputMismatch`, and nothing starts.
+   */
+  readonly start: (
+    input: DurableRunInput
+  ) => Effect.Effect<string, DurableRunError.DurableRunInputMismatch | DurableRunError.DurableRunStoreError, DurableServices>
   /**
    * Approves (`true`) or declines (`false`) a tool call that waits for
    * approval, from any process on the same engine: the run goes on, and an
-   * approved tool runs once.
+   * approved tool runs once. An unknown run, a call the run did not ask
+   * about, and a call answered before are typed failures; the first answer
+   * stands.
    */
-  readonly approve: (runId: string, toolCallId: string, approved: boolean) => Effect.Effect<void, never, WorkflowEngine.WorkflowEngine>
+  readonly approve: (runId: string, toolCallId: string, approved: boolean) => Effect.Effect<
+    void,
+    | DurableRunError.DurableRunNotFound
+    | DurableRunError.ApprovalNotFound
+    | DurableRunError.ApprovalAlreadyAnswered
+    | DurableRunError.DurableRunStoreError,
+    DurableServices
+  >
+  /** The tool calls a run waits to have approved, from any process on the same engine. */
+  readonly pendingApprovals: (runId: string) => Effect.Effect<
+    ReadonlyArray<DurableRunStore.ApprovalRequest>,
+    DurableRunError.DurableRunNotFound | DurableRunError.DurableRunStoreError,
+    DurableServices
+  >
+  /** Where a run stands, from any process on the same engine. */
+  readonly status: (runId: string) => Effect.Effect<
+    DurableRunStatus,
+    DurableRunError.DurableRunNotFound | DurableRunError.DurableRunStoreError,
+    DurableServices
+  >
+  /**
+   * Tries a failed run again under its id: the turn that failed is asked
+   * again, and everything the run finished before it (model turns, tool
+   * calls, approvals) is kept, none of it requested or applied again. A run
+   * that did not fail is left as it is. Returns at once; `run`, `stream`
+   * and `poll` with the same id follow the new try.
+   */
+  readonly retry: (runId: string) => Effect.Effect<
+    void,
+    DurableRunError.DurableRunNotFound | DurableRunError.DurableRunStoreError,
+    DurableServices
+  >
   /** The result of a run, once it finished; from any process on the same engine. */
   readonly poll: (runId: string) => Effect.Effect<
     Option.Option<Exit.Exit<DurableRunResult, AiError>>,
-    never,
-    WorkflowEngine.WorkflowEngine
+    DurableRunError.DurableRunStoreError,
+    DurableServices
   >
 }
 
+/**
+ * One try of a run. The first has generation 0 and the run's input; a
+ * failed run tried again is a new execution, generation n + 1, whose
+ * messages are the conversation the failed one finished, so that nothing it
+ * finished is asked again.
+ */
 const Payload = Schema.Struct({
   runId: Schema.String,
   threadId: Schema.String,
   trigger: Schema.String,
-  messages: StoredMessages
+  messages: StoredMessages,
+  generation: Schema.Int,
+  /** What earlier generations finished: their model turns and token usage. */
+  turnsBefore: Schema.Int,
+  usageBefore: UsageSchema
 })
+
+/**
+ * How a try of a run failed, as the engine records it: the `AiError`, and
+ * what the try finished before it (the conversation, the model turns and
+ * their usage), for {@link DurableAgent.retry} to start the next try from.
+ * The agent's own operations answer the `AiError` alone; this is what the
+ * engine's API (`agent.workflow`) answers.
+ *
+ * @example
+ * ```ts
+ * import { DurableAgent } from "@tanstack/ai-effect/durable"
+ *
+ * const isRunFailed = (u: unknown): u is DurableAgent.RunFailed => u instanceof DurableAgent.RunFailed
+ * ```
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class RunFailed extends Schema.TaggedError<RunFailed>()("RunFailed", {
+  error: AiError,
+  threadId: Schema.String,
+  trigger: Schema.String,
+  messages: StoredMessages,
+  turns: Schema.Int,
+  usage: UsageSchema
+}) {}
+
+/** The default `turnRetry`: 4 more attempts, 1, 2, 4 and 8 seconds apart. */
+const defaultTurnRetry: Schedule.Schedule<unknown, AiError> = Schedule.max([Schedule.exponential("1 second"), Schedule.recurs(4)])
+
+/** A provider failure that may pass: a rate limit, a 5xx, or no answer at all. */
+const isTransient = (error: AiError): boolean =>
+  error.reason === "rate-limited" || (error.reason === "provider" && (error.status === undefined || error.status >= 500))
 
 /**
  * Makes an agent's runs durable.
@@ -188,10 +337,9 @@ const Payload = Schema.Struct({
  * @example
  * ```ts
  * import * as AI from "@tanstack/ai-effect"
- * import { DurableAgent } from "@tanstack/ai-effect/durable"
+ * import { DurableAgent, DurableEngine } from "@tanstack/ai-effect/durable"
  * import { scriptedText } from "@tanstack/ai-effect/testing"
  * import { Effect, Layer } from "effect"
- * import { WorkflowEngine } from "effect/workflow"
  *
  * const greeter = DurableAgent.make(AI.defineAgent({
  *   name: "greeter",
@@ -201,7 +349,7 @@ const Payload = Schema.Struct({
  * }))
  *
  * const result = greeter.run({ runId: "run-1", messages: [{ role: "user", content: "Hi" }] }).pipe(
- *   Effect.provide(greeter.layer.pipe(Layer.provideMerge(WorkflowEngine.layerMemory)))
+ *   Effect.provide(greeter.layer.pipe(Layer.provideMerge(DurableEngine.layerMemory)))
  * )
  * ```
  *
@@ -209,17 +357,21 @@ const Payload = Schema.Struct({
  * @category constructors
  */
 export const make = <TAdapter extends AnyTextAdapter, const Tools extends ReadonlyArray<CoreTool<TAdapter> | ServerTool.Any>>(
-  agent: Agent<TAdapter, Tools>
+  agent: Agent<TAdapter, Tools>,
+  options?: DurableAgentOptions
 ): DurableAgent<Tools> => {
+  const turnRetry = options?.turnRetry ?? defaultTurnRetry
   const workflow = Workflow.make(`AgentRun/${agent.name}`, {
     payload: Payload,
-    idempotencyKey: ({ runId }) => runId,
+    // Generation 0 keeps the run id alone, as runs started before generations existed.
+    idempotencyKey: ({ runId, generation }) => generation === 0 ? runId : `${runId}#${generation}`,
     success: DurableRunResult,
-    error: AiError
+    error: RunFailed
   })
 
   const body = Effect.fnUntraced(function*(payload: typeof Payload.Type) {
     const chunks = yield* RunChunks
+    const runs = yield* DurableRunStore.DurableRunStore
     const publish = (chunk: StreamChunk) => chunks.publish({ _tag: "Chunk", runId: payload.runId, chunk })
     const run = RunContext.of({ runId: payload.runId, threadId: payload.threadId, agent: agent.name, trigger: payload.trigger })
     const tools = typeof agent.tools === "function" ? agent.tools({ run }) : agent.tools
@@ -228,26 +380,48 @@ export const make = <TAdapter extends AnyTextAdapter, const Tools extends Readon
     const needsApproval = new Set(declared.flatMap((tool) => "needsApproval" in tool && tool.needsApproval === true ? [tool.name] : []))
     // Core's model messages, as the engine stored them.
     const messages = [...payload.messages] as Array<ModelMessage>
-    const usage = { input: 0, output: 0 }
+    const usage = { ...payload.usageBefore }
     for (let index = 0;; index++) {
       const turn: Turn = yield* Activity.make({
         name: `turn-${index}`,
         success: TurnSchema,
         error: AiError,
         // The conversation so far, as this turn sends it (later turns push onto `messages`).
-        execute: modelTurn(agent, declared, [...messages], run, publish)
-      })
+        execute: modelTurn(agent, declared, [...messages], run, publish).pipe(
+          Effect.retry({ schedule: turnRetry, while: isTransient })
+        )
+      }).pipe(
+        Effect.mapError((error) =>
+          new RunFailed({
+            error,
+            threadId: payload.threadId,
+            trigger: payload.trigger,
+            messages,
+            turns: payload.turnsBefore + index,
+            usage
+          })
+        )
+      )
       usage.input += turn.usage.input
       usage.output += turn.usage.output
       messages.push(assistantMessage(turn))
       if (turn.toolCalls.length === 0) {
-        return new DurableRunResult({ messages, text: turn.text, turns: index + 1, usage })
+        return new DurableRunResult({ messages, text: turn.text, turns: payload.turnsBefore + index + 1, usage })
       }
       for (const call of turn.toolCalls) {
         // Only what runs is published: a resumed run replays its activities silently.
         const asks = needsApproval.has(call.name)
         if (asks) {
-          yield* Activity.make({ name: `ask-${call.id}`, execute: publish(approvalRequestedChunk(call)) })
+          const request = approvalRequestedChunk(call)
+          yield* Activity.make({
+            name: `ask-${call.id}`,
+            error: DurableRunError.DurableRunStoreError,
+            // Recorded before it is published: whoever sees the request can answer it.
+            execute: Effect.andThen(
+              runs.request(payload.runId, { toolCallId: call.id, toolName: call.name, input: parsedIfJson(call.arguments) }),
+              publish(request)
+            )
+          }).pipe(Effect.orDie)
         }
         // The run suspends here until `approve` answers, in this process or another.
         const approved = asks ? yield* DurableDeferred.await(approvalOf(call.id)) : true
@@ -277,18 +451,79 @@ export const make = <TAdapter extends AnyTextAdapter, const Tools extends Readon
         chunks.publish({
           _tag: "End",
           runId: payload.runId,
-          error: Exit.isFailure(exit) ? Option.getOrUndefined(Exit.findErrorOption(exit)) : undefined
+          error: Exit.isFailure(exit) ? Option.getOrUndefined(Exit.findErrorOption(exit))?.error : undefined
         }))))
 
-  const payloadOf = (input: DurableRunInput) => ({
+  const payloadOf = (input: DurableRunInput, generation = 0): typeof Payload.Type => ({
     runId: input.runId,
     threadId: input.threadId ?? input.runId,
     trigger: input.trigger ?? "durable",
-    messages: input.messages
+    messages: input.messages,
+    generation,
+    turnsBefore: 0,
+    usageBefore: { input: 0, output: 0 }
   })
 
-  // The execution id depends on the run id alone (the idempotency key).
-  const executionIdOf = (runId: string) => workflow.executionId(payloadOf({ runId, messages: [] }))
+  // The execution id of a generation depends on the run id alone (the idempotency key).
+  const executionIdOf = (runId: string, generation: number) => workflow.executionId(payloadOf({ runId, messages: [] }, generation))
+
+  /** The record of a run, or `DurableRunNotFound`. */
+  const known = (runId: string) =>
+    Effect.flatMap(Effect.service(DurableRunStore.DurableRunStore), (runs) => runs.find(runId)).pipe(
+      Effect.flatMap(Option.match({
+        onNone: () => Effect.fail(new DurableRunError.DurableRunNotFound({ runId })),
+        onSome: Effect.succeed
+      }))
+    )
+
+  /**
+   * Records the run's input at its first start, and refuses another input
+   * under its id; answers the generation to join. Recorded before the run
+   * is started: a caller whose start did not get through tries again, and
+   * its retry starts the run (the same input passes the check).
+   */
+  const begin = (input: DurableRunInput) =>
+    Effect.gen(function*() {
+      const payload = payloadOf(input)
+      const fingerprint = yield* EffectKey.fingerprint({ threadId: payload.threadId, trigger: payload.trigger, messages: payload.messages }).pipe(
+        Effect.orDie
+      )
+      const record = yield* (yield* DurableRunStore.DurableRunStore).begin(input.runId, fingerprint)
+      if (record.fingerprint !== fingerprint) return yield* new DurableRunError.DurableRunInputMismatch({ runId: input.runId })
+      // A later generation was started with its own payload, and joining it ignores this one.
+      return payloadOf(input, record.generation)
+    })
+
+  /** The exit of a generation that finished, with the public error. */
+  const pollGeneration = (runId: string, generation: number) =>
+    Effect.flatMap(executionIdOf(runId, generation), (id) => workflow.poll(id)).pipe(
+      Effect.map(Option.flatMap((result) =>
+        result._tag === "Complete"
+          ? Option.some(Exit.mapError(result.exit, (failed) => failed.error))
+          : Option.none()
+      ))
+    )
+
+  const poll = (runId: string) =>
+    Effect.flatMap(Effect.service(DurableRunStore.DurableRunStore), (runs) => runs.find(runId)).pipe(
+      Effect.flatMap(Option.match({
+        onNone: () => Effect.succeedNone,
+        onSome: (record) => pollGeneration(runId, record.generation)
+      }))
+    )
+
+  const pendingApprovals = (runId: string) =>
+    Effect.gen(function*() {
+      yield* known(runId)
+      const approvals = yield* (yield* DurableRunStore.DurableRunStore).approvals(runId)
+      return approvals.flatMap(({ state, ...request }) => state === "pending" ? [request] : [])
+    })
+
+  /** A finished run's chunks, re-derived from its result; a failed one's failure. */
+  const replayed = (payload: typeof Payload.Type, exit: Exit.Exit<DurableRunResult, AiError>): Stream.Stream<StreamChunk, AiError> =>
+    Exit.isFailure(exit)
+      ? Stream.failCause(exit.cause)
+      : Stream.fromIterable(replayedChunks(payload, producedMessages(exit.value)))
 
   return {
     name: agent.name,
@@ -296,31 +531,82 @@ export const make = <TAdapter extends AnyTextAdapter, const Tools extends Readon
     layer: workflow.toLayer(body).pipe(Layer.provideMerge(RunChunks.layer)),
     stream: (input) =>
       Stream.unwrap(Effect.gen(function*() {
+        const payload = yield* begin(input)
         const chunks = yield* RunChunks
         // Subscribed before the run starts, so that no chunk goes out unseen.
         const events = yield* chunks.subscribe(input.runId)
-        yield* workflow.execute(payloadOf(input), { discard: true })
-        return events.pipe(
+        const finished = yield* pollGeneration(input.runId, payload.generation)
+        if (Option.isSome(finished)) return replayed(payload, finished.value)
+        yield* workflow.execute(payload, { discard: true })
+        // What the run already waits for, then what it sends from now on; an approval asked for meanwhile comes once.
+        const waiting = (yield* (yield* DurableRunStore.DurableRunStore).approvals(input.runId)).filter(({ state }) => state === "pending")
+        const asked = new Set(waiting.map(({ toolCallId }) => toolCallId))
+        const live = events.pipe(
           Stream.mapEffect((event) =>
             event._tag === "Chunk" ? Effect.succeed([event.chunk]) : event.error === undefined ? Effect.succeed([]) : Effect.fail(event.error)
           ),
-          Stream.flattenIterable
+          Stream.flattenIterable,
+          Stream.filter((chunk) => !(isApprovalRequest(chunk) && asked.has(chunk.value.toolCallId)))
+        )
+        return Stream.concat(
+          Stream.fromIterable(waiting.map((approval) => approvalRequestedChunk({ id: approval.toolCallId, name: approval.toolName, arguments: JSON.stringify(approval.input) }))),
+          live
         )
       })),
-    run: (input) => workflow.execute(payloadOf(input)),
-    start: (input) => workflow.execute(payloadOf(input), { discard: true }),
+    run: (input) =>
+      Effect.flatMap(begin(input), (payload) => workflow.execute(payload)).pipe(
+        Effect.catchTag("RunFailed", (failed) => Effect.fail(failed.error))
+      ),
+    start: (input) => Effect.flatMap(begin(input), (payload) => workflow.execute(payload, { discard: true })),
     approve: (runId, toolCallId, approved) =>
-      Effect.flatMap(executionIdOf(runId), (executionId) => {
+      Effect.gen(function*() {
+        const record = yield* known(runId)
+        const answer = yield* (yield* DurableRunStore.DurableRunStore).answer(runId, toolCallId, approved)
+        if (answer._tag === "UnknownCall") return yield* new DurableRunError.ApprovalNotFound({ runId, toolCallId })
+        // The first answer is sent again: a caller that recorded it and stopped before sending it left the run waiting.
+        const decision = answer._tag === "Answered" ? approved : answer.approved
+        const executionId = yield* executionIdOf(runId, record.generation)
         const approval = approvalOf(toolCallId)
-        return DurableDeferred.succeed(approval, {
+        yield* DurableDeferred.succeed(approval, {
           token: DurableDeferred.tokenFromExecutionId(approval, { workflow, executionId }),
-          value: approved
+          value: decision
         })
+        if (answer._tag === "AlreadyAnswered") {
+          return yield* new DurableRunError.ApprovalAlreadyAnswered({ runId, toolCallId, approved: answer.approved })
+        }
       }),
-    poll: (runId) =>
-      Effect.flatMap(executionIdOf(runId), (id) => workflow.poll(id)).pipe(
-        Effect.map(Option.flatMap((result) => result._tag === "Complete" ? Option.some(result.exit) : Option.none()))
-      )
+    pendingApprovals,
+    status: (runId) =>
+      Effect.gen(function*() {
+        const approvals = yield* pendingApprovals(runId)
+        const finished = yield* poll(runId)
+        if (Option.isSome(finished)) return { _tag: "Finished", exit: finished.value } as const
+        return approvals.length > 0 ? { _tag: "WaitingForApproval", approvals } as const : { _tag: "Running" } as const
+      }),
+    retry: (runId) =>
+      Effect.gen(function*() {
+        const runs = yield* DurableRunStore.DurableRunStore
+        const record = yield* known(runId)
+        const executionId = yield* executionIdOf(runId, record.generation)
+        const result = yield* workflow.poll(executionId)
+        if (Option.isNone(result) || result.value._tag !== "Complete" || Exit.isSuccess(result.value.exit)) return
+        const failed = Option.getOrUndefined(Exit.findErrorOption(result.value.exit))
+        // A defect has no progress to start from: the run is left as it ended.
+        if (failed === undefined) return
+        // Started before the record moves on, so that a generation on record always exists;
+        // a second caller starts the same execution, and only one moves the record.
+        yield* workflow.execute({
+          runId,
+          threadId: failed.threadId,
+          trigger: failed.trigger,
+          messages: failed.messages,
+          generation: record.generation + 1,
+          turnsBefore: failed.turns,
+          usageBefore: failed.usage
+        }, { discard: true })
+        yield* runs.advance(runId, record.generation)
+      }),
+    poll
   }
 }
 
@@ -354,3 +640,21 @@ const modelTurn = (
       Effect.map(() => reader.turn())
     )
   })
+
+/** Whether a chunk asks the client to approve a tool call. */
+const isApprovalRequest = (chunk: StreamChunk): chunk is StreamChunk & { readonly value: { readonly toolCallId: string } } =>
+  chunk.type === "CUSTOM" && chunk.name === "approval-requested"
+
+/**
+ * The messages a run produced, without the ones it started with: from the
+ * assistant message of its first turn on (it has one per turn).
+ */
+const producedMessages = (result: DurableRunResult): ReadonlyArray<ModelMessage> => {
+  // Core's model messages, as the engine stored them.
+  const messages = result.messages as ReadonlyArray<ModelMessage>
+  let turns = 0
+  for (let index = messages.length - 1; index >= 0; index--) {
+    if (messages[index]!.role === "assistant" && ++turns === result.turns) return messages.slice(index)
+  }
+  return messages
+}

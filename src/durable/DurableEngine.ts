@@ -1,8 +1,10 @@
 /**
- * The workflow engines durable runs run on.
+ * The workflow engines durable runs run on, each with the run store
+ * (`DurableRunStore`) beside it.
  *
- * - `WorkflowEngine.layerMemory` (from `effect/workflow`): one process, no
- *   storage; for tests, and for runs that need only joining and approvals.
+ * - {@link layerMemory}: `WorkflowEngine.layerMemory` (from
+ *   `effect/workflow`), one process, no storage; for tests, and for runs
+ *   that need only joining and approvals.
  * - {@link layerSingleRunner}: `ClusterWorkflowEngine` on SQL storage
  *   (PostgreSQL), one runner per process. A process that starts takes the
  *   shards no live runner holds and resumes every unfinished run in them by
@@ -12,15 +14,39 @@
  *   a message reaches the runner that owns its run at once, instead of at
  *   its next read of storage.
  *
+ * The cluster engines need `@effect/platform-node`, an optional peer: it is
+ * loaded when one of their layers is built, so that a program on the memory
+ * engine runs without it.
+ *
  * @since 0.1.0
  */
-import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
-import * as NodeCrypto from "@effect/platform-node/NodeCrypto"
-import { type Config, Layer, Option } from "effect"
+import { type Config, Effect, Layer, Option } from "effect"
 import { ClusterWorkflowEngine, RunnerAddress, type ShardingConfig, SingleRunner } from "effect/cluster"
 import type { SocketServer } from "effect/socket"
 import type { SqlClient } from "effect/sql"
-import type { WorkflowEngine } from "effect/workflow"
+import type { SqlError } from "effect/sql/SqlError"
+import { WorkflowEngine } from "effect/workflow"
+import { DurableRunStore } from "./DurableRunStore.ts"
+
+/**
+ * The memory engine and the run store in memory: one process, nothing kept
+ * across a restart. For tests, and for runs that need only joining and
+ * approvals.
+ *
+ * @example
+ * ```ts
+ * import { DurableEngine } from "@tanstack/ai-effect/durable"
+ *
+ * const EngineLive = DurableEngine.layerMemory
+ * ```
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerMemory: Layer.Layer<WorkflowEngine.WorkflowEngine | DurableRunStore> = Layer.merge(
+  WorkflowEngine.layerMemory,
+  DurableRunStore.layerMemory
+)
 
 /**
  * Options of {@link layerSingleRunner}.
@@ -31,10 +57,19 @@ import type { WorkflowEngine } from "effect/workflow"
 export interface SingleRunnerOptions {
   /**
    * Settings of the runner, over those read from the environment (see
-   * docs/durable-runs.md). The ones that matter most:
-   * `entityMessagePollInterval` (how often storage is read for messages the
-   * runner missed; 1 second here, 10 by default in effect), and
-   * `shardLockExpiration` (how long a dead runner's shards stay locked).
+   * docs/durable-runs.md). The ones that matter most, with this package's
+   * defaults:
+   * - `entityMessagePollInterval`: how often storage is read for messages
+   *   the runner missed; 1 second (10 in effect);
+   * - `shardLockExpiration`: how long a runner that stopped beating is still
+   *   listed, and so how long its runs wait for another runner: 5 seconds
+   *   (35 in effect), so that a killed runner's runs resume within seconds;
+   * - `shardLockRefreshInterval`: its heartbeat, 1 second (10 in effect).
+   *
+   * On PostgreSQL a shard's lock is an advisory lock of the runner's
+   * session, which the server releases when the runner's connection ends:
+   * a runner that is only slow does not lose a shard to another while it
+   * still holds its connection.
    */
   readonly shardingConfig?: Partial<ShardingConfig.ShardingConfig["Service"]> | undefined
 }
@@ -66,12 +101,16 @@ export interface SingleRunnerOptions {
  */
 export const layerSingleRunner = (
   options: SingleRunnerOptions = {}
-): Layer.Layer<WorkflowEngine.WorkflowEngine, Config.ConfigError, SqlClient.SqlClient> =>
+): Layer.Layer<WorkflowEngine.WorkflowEngine | DurableRunStore, Config.ConfigError | SqlError, SqlClient.SqlClient> =>
   ClusterWorkflowEngine.layer.pipe(
+    Layer.merge(DurableRunStore.layerSql),
     Layer.provide(
-      SingleRunner.layer({ shardingConfig: { entityMessagePollInterval: "1 second", ...options.shardingConfig } })
+      SingleRunner.layer({ shardingConfig: { ...runnerDefaults, ...options.shardingConfig } })
     ),
-    Layer.provide(NodeCrypto.layerDigest)
+    Layer.provide(Layer.unwrap(Effect.map(
+      platformNode("layerSingleRunner", () => import("@effect/platform-node/NodeCrypto")),
+      (NodeCrypto) => NodeCrypto.layerDigest
+    )))
   )
 
 /**
@@ -109,14 +148,46 @@ export interface SocketRunnerOptions extends SingleRunnerOptions {
  */
 export const layerSocketRunner = (
   options: SocketRunnerOptions
-): Layer.Layer<WorkflowEngine.WorkflowEngine, Config.ConfigError | SocketServer.SocketServerError, SqlClient.SqlClient> =>
+): Layer.Layer<
+  WorkflowEngine.WorkflowEngine | DurableRunStore,
+  Config.ConfigError | SocketServer.SocketServerError | SqlError,
+  SqlClient.SqlClient
+> =>
   ClusterWorkflowEngine.layer.pipe(
-    Layer.provide(NodeClusterSocket.layer({
-      storage: "sql",
-      shardingConfig: {
-        runnerAddress: Option.some(RunnerAddress.make(options.host, options.port)),
-        entityMessagePollInterval: "1 second",
-        ...options.shardingConfig
-      }
-    }))
+    Layer.merge(DurableRunStore.layerSql),
+    Layer.provide(Layer.unwrap(Effect.map(
+      platformNode("layerSocketRunner", () => import("@effect/platform-node/NodeClusterSocket")),
+      (NodeClusterSocket) =>
+        NodeClusterSocket.layer({
+          storage: "sql",
+          shardingConfig: {
+            runnerAddress: Option.some(RunnerAddress.make(options.host, options.port)),
+            ...runnerDefaults,
+            ...options.shardingConfig
+          }
+        })
+    )))
   )
+
+/** This package's settings over effect's defaults; see {@link SingleRunnerOptions}. */
+const runnerDefaults = {
+  entityMessagePollInterval: "1 second",
+  shardLockExpiration: "5 seconds",
+  shardLockRefreshInterval: "1 second"
+} satisfies Partial<ShardingConfig.ShardingConfig["Service"]>
+
+/**
+ * A module of `@effect/platform-node`, loaded when the layer that needs it is
+ * built; without the package, the layer dies saying what to install.
+ */
+const platformNode = <Module>(layer: string, load: () => Promise<Module>): Effect.Effect<Module> =>
+  Effect.tryPromise({
+    try: load,
+    catch: (cause) =>
+      new Error(
+        `DurableEngine.${layer} needs the optional peer @effect/platform-node (npm install @effect/platform-node): ${
+          cause instanceof Error ? cause.message : String(cause)
+        }`,
+        { cause }
+      )
+  }).pipe(Effect.orDie)

@@ -6,3 +6,5 @@
  */
 export * as DurableAgent from "./DurableAgent.ts"
 export * as DurableEngine from "./DurableEngine.ts"
+export * as DurableRunError from "./DurableRunError.ts"
+export * as DurableRunStore from "./DurableRunStore.ts"

@@ -240,3 +240,52 @@ export const approvalRequestedChunk = (call: TurnToolCall): StreamChunk =>
     input: parsedIfJson(call.arguments),
     approval: { id: `approval_${call.id}`, needsApproval: true }
   })
+
+/**
+ * The chunks of a finished run, re-derived from the messages it produced:
+ * for each model turn `RUN_STARTED`, its text, its tool calls and
+ * `RUN_FINISHED`, then a `TOOL_CALL_RESULT` for each tool message. For a
+ * client that asks for a run after it ended; what the live run sent besides
+ * (progress, deltas one by one) is not kept.
+ */
+export const replayedChunks = (
+  run: { readonly runId: string; readonly threadId: string },
+  produced: ReadonlyArray<ModelMessage>
+): Array<StreamChunk> => {
+  const chunks: Array<StreamChunk> = []
+  const timestamp = Date.now()
+  // Core's chunk types, written as core writes them.
+  const push = (chunk: Record<string, unknown>) => chunks.push({ timestamp, ...chunk } as StreamChunk)
+  produced.forEach((message, index) => {
+    if (message.role === "tool") {
+      push({
+        type: "TOOL_CALL_RESULT",
+        toolCallId: message.toolCallId,
+        messageId: `result-${message.toolCallId}`,
+        role: "tool",
+        content: typeof message.content === "string" ? message.content : JSON.stringify(message.content)
+      })
+      return
+    }
+    if (message.role !== "assistant") return
+    const messageId = `${run.runId}-replay-${index}`
+    push({ type: "RUN_STARTED", runId: run.runId, threadId: run.threadId })
+    if (typeof message.content === "string" && message.content !== "") {
+      push({ type: "TEXT_MESSAGE_START", messageId, role: "assistant" })
+      push({ type: "TEXT_MESSAGE_CONTENT", messageId, delta: message.content })
+      push({ type: "TEXT_MESSAGE_END", messageId })
+    }
+    for (const call of message.toolCalls ?? []) {
+      push({ type: "TOOL_CALL_START", toolCallId: call.id, toolCallName: call.function.name, toolName: call.function.name, parentMessageId: messageId })
+      push({ type: "TOOL_CALL_ARGS", toolCallId: call.id, delta: call.function.arguments })
+      push({ type: "TOOL_CALL_END", toolCallId: call.id })
+    }
+    push({
+      type: "RUN_FINISHED",
+      runId: run.runId,
+      threadId: run.threadId,
+      finishReason: (message.toolCalls ?? []).length > 0 ? "tool_calls" : "stop"
+    })
+  })
+  return chunks
+}

@@ -9,174 +9,26 @@ import { type ChildProcess, spawn } from "node:child_process"
 import { once } from "node:events"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
-import * as AI from "@tanstack/ai-effect"
-import { DurableAgent, DurableEngine } from "@tanstack/ai-effect/durable"
-import { type FakeOpenAIServer, type FakeReply, fakeOpenAI, type ResponsesRequest, startFakeOpenAI } from "@tanstack/ai-effect/testing"
-import { createOpenaiChat } from "@tanstack/ai-openai"
-import { Effect, Layer, Ref, Stream } from "effect"
-import { WorkflowEngine } from "effect/workflow"
+import { DurableEngine } from "@tanstack/ai-effect/durable"
+import { type FakeOpenAIServer, type FakeReply, type ResponsesRequest, startFakeOpenAI } from "@tanstack/ai-effect/testing"
+import { Layer } from "effect"
 import { pgClient } from "../support/backends.ts"
+import { completes, holdingTurn, ordersModel, refundModel, requestsPerTurn } from "../support/durable.ts"
 import type { DurableWorkerConfig } from "../support/durable-worker.ts"
 import { freePort, missing, startPostgres, type TestServer } from "../support/services.ts"
-import { getOrderDef, notifyDef, refundDef } from "../support/tools.ts"
 import { type Remote, startRemote } from "../support/workers.ts"
 
-/** How far the conversation got: the number of tool results the model was sent. */
-const stateOf = (request: ResponsesRequest) => request.input.filter((item) => item.type === "function_call_output").length
-
-/** The model of every test: look the order up, then notify, then answer. */
-const ordersModel = (hold?: { readonly state: number; readonly requests: () => number }) => (request: ResponsesRequest): FakeReply => {
-  const state = stateOf(request)
-  const reply: FakeReply = state === 0
-    ? { toolCalls: [{ name: "get_order", args: { id: "A-100" }, id: "call_lookup" }] }
-    : state === 1
-    ? { toolCalls: [{ name: "notify", args: { to: "ada" }, id: "call_notify" }] }
-    : { text: "A-100 has shipped, and ada knows." }
-  // The first request of the held turn never completes: the process dies inside it.
-  return hold !== undefined && state === hold.state && hold.requests() === 1 ? { ...reply, delayMs: 600_000 } : reply
-}
-
-/** The model of the approval tests: ask for a refund, then answer with what the tool said. */
-const refundModel = (request: ResponsesRequest): FakeReply =>
-  stateOf(request) === 0
-    ? { toolCalls: [{ name: "refund", args: { id: "A-100" }, id: "call_refund" }] }
-    : { text: `Refund: ${String(request.input.find((item) => item.type === "function_call_output")?.output)}` }
-
-/**
- * The orders model, whose first request of turn `state` never completes:
- * `held` resolves once that request arrived, while the process is inside it.
- */
-const holdingTurn = (state: number) => {
-  let requests = 0
-  const { promise: held, resolve: holding } = Promise.withResolvers<void>()
-  const policy = (request: ResponsesRequest) => {
-    if (stateOf(request) === state && ++requests === 1) holding()
-    return ordersModel({ state, requests: () => requests })(request)
-  }
-  return { policy, held }
-}
-
-/** How often each of the three turns was requested. */
-const requestsPerTurn = (requests: ReadonlyArray<ResponsesRequest>) =>
-  [0, 1, 2].map((state) => requests.filter((request) => stateOf(request) === state).length)
-
-const user = [{ role: "user" as const, content: "Where is A-100? Tell ada." }]
-
-describe("a durable run in one process", () => {
-  const makeAgent = (baseURL: string, applied: Ref.Ref<number>) =>
-    DurableAgent.make(AI.defineAgent({
-      name: "orders",
-      adapter: createOpenaiChat("gpt-5.2", "test-key", { baseURL, maxRetries: 0 }),
-      instructions: "Answer questions about orders.",
-      tools: [
-        // A Stream tool: each element is progress, the last one the result.
-        AI.serverTool(getOrderDef, () => Stream.make({ status: "looking" }, { status: "shipped" })),
-        AI.effectTool(notifyDef, () => Effect.map(Ref.updateAndGet(applied, (n) => n + 1), (sent) => ({ sent })))
-      ]
-    }))
-
-  const completes = (engine: Layer.Layer<WorkflowEngine.WorkflowEngine, unknown>) =>
-    Effect.gen(function*() {
-      const model = yield* fakeOpenAI(ordersModel())
-      const applied = yield* Ref.make(0)
-      const agent = makeAgent(model.baseURL, applied)
-      const live = agent.layer.pipe(Layer.provideMerge(engine), Layer.provide(AI.EffectStore.layerMemory()))
-      yield* Effect.gen(function*() {
-        const result = yield* agent.run({ runId: "run-1", messages: user })
-        expect(result.text).toBe("A-100 has shipped, and ada knows.")
-        expect(result.turns).toBe(3)
-        expect(result.messages.map((message) => (message as { readonly role: string }).role)).toEqual([
-          "user",
-          "assistant",
-          "tool",
-          "assistant",
-          "tool",
-          "assistant"
-        ])
-        expect(result.usage).toEqual({ input: 30, output: 15 })
-        expect(requestsPerTurn(model.requests)).toEqual([1, 1, 1])
-        expect(yield* Ref.get(applied)).toBe(1)
-
-        // The run id is the idempotency key: starting it again joins the finished run.
-        const again = yield* agent.run({ runId: "run-1", messages: user })
-        expect(again).toEqual(result)
-        expect(model.requests).toHaveLength(3)
-        expect(yield* agent.poll("run-1")).toMatchObject({ _tag: "Some", value: { _tag: "Success" } })
-        expect(yield* agent.poll("run-unknown")).toMatchObject({ _tag: "None" })
-      }).pipe(Effect.provide(live))
-    }).pipe(Effect.scoped)
-
-  it.live("3 turns with 2 tool calls, one an effect tool, complete on the memory engine; the same run id returns the result and requests nothing", () =>
-    completes(WorkflowEngine.layerMemory))
-
-  it.live("stream gives the run's chunks while it runs: each turn's text and tool calls, a tool's progress, a TOOL_CALL_RESULT per call, and it ends with the run", () =>
-    Effect.gen(function*() {
-      const model = yield* fakeOpenAI(ordersModel())
-      const applied = yield* Ref.make(0)
-      const agent = makeAgent(model.baseURL, applied)
-      const chunks = yield* agent.stream({ runId: "run-stream", messages: user }).pipe(
-        Stream.runCollect,
-        Effect.provide(agent.layer.pipe(Layer.provideMerge(WorkflowEngine.layerMemory), Layer.provide(AI.EffectStore.layerMemory())))
-      )
-      expect(chunks.filter((chunk) => chunk.type === "RUN_FINISHED")).toHaveLength(3)
-      // The tool's progress, live and before its result, as AI.chat sends it.
-      const progress = chunks.findIndex((chunk) => chunk.type === "CUSTOM" && chunk.name === AI.toolProgressEvent)
-      expect(chunks[progress]).toMatchObject({ value: { toolName: "get_order", progress: { status: "looking" }, toolCallId: "call_lookup" } })
-      expect(progress).toBeLessThan(chunks.findIndex((chunk) => chunk.type === "TOOL_CALL_RESULT"))
-      expect(chunks.flatMap((chunk) => chunk.type === "TOOL_CALL_RESULT" ? [[chunk.toolCallId, chunk.content]] : [])).toEqual([
-        ["call_lookup", JSON.stringify({ status: "shipped" })],
-        ["call_notify", JSON.stringify({ sent: 1 })]
-      ])
-      expect(chunks.flatMap((chunk) => chunk.type === "TEXT_MESSAGE_CONTENT" ? [chunk.delta] : []).join("")).toBe("A-100 has shipped, and ada knows.")
-      // The tools run in the run's activities, not on the client: core's client notices stay out.
-      expect(chunks.some((chunk) => chunk.type === "MESSAGES_SNAPSHOT" || (chunk.type === "CUSTOM" && chunk.name === "tool-input-available"))).toBe(false)
-    }).pipe(Effect.scoped))
-
-  for (const approved of [true, false]) {
-    it.live(`a tool that needs approval suspends the run until it is ${approved ? "approved, then runs once" : "declined, and never runs"}; the run goes on`, () =>
-      Effect.gen(function*() {
-        const model = yield* fakeOpenAI(refundModel)
-        const refunds = yield* Ref.make(0)
-        const agent = DurableAgent.make(AI.defineAgent({
-          name: "refunds",
-          adapter: createOpenaiChat("gpt-5.2", "test-key", { baseURL: model.baseURL, maxRetries: 0 }),
-          instructions: "Refund orders.",
-          tools: [AI.serverTool(refundDef, () => Effect.as(Ref.update(refunds, (n) => n + 1), { refunded: true }))]
-        }))
-        const chunks = yield* agent.stream({ runId: `run-approval-${approved}`, messages: user }).pipe(
-          Stream.tap((chunk) =>
-            chunk.type === "CUSTOM" && chunk.name === "approval-requested"
-              ? Effect.gen(function*() {
-                // Suspended: the model was asked once, and the tool has not run.
-                expect(model.requests).toHaveLength(1)
-                expect(yield* Ref.get(refunds)).toBe(0)
-                yield* agent.approve(`run-approval-${approved}`, "call_refund", approved)
-              })
-              : Effect.void
-          ),
-          Stream.runCollect,
-          Effect.provide(agent.layer.pipe(Layer.provideMerge(WorkflowEngine.layerMemory)))
-        )
-        expect(chunks.filter((chunk) => chunk.type === "CUSTOM" && chunk.name === "approval-requested")).toHaveLength(1)
-        expect(yield* Ref.get(refunds)).toBe(approved ? 1 : 0)
-        const answer = chunks.flatMap((chunk) => chunk.type === "TEXT_MESSAGE_CONTENT" ? [chunk.delta] : []).join("")
-        expect(answer).toBe(`Refund: ${JSON.stringify(approved ? { refunded: true } : { error: "User declined tool execution" })}`)
-        expect(model.requests).toHaveLength(2)
-      }).pipe(Effect.scoped))
-  }
-
-  describe.skipIf(missing("postgres") !== undefined)("on PostgreSQL", () => {
-    let postgres: TestServer
-    beforeAll(async () => {
-      postgres = await startPostgres()
-    }, 60_000)
-    afterAll(async () => {
-      await postgres?.dispose()
-    })
-
-    it.live("3 turns with 2 tool calls, one an effect tool, complete on the cluster engine; the same run id returns the result and requests nothing", () =>
-      completes(DurableEngine.layerSingleRunner().pipe(Layer.provide(pgClient(postgres.url)))), 60_000)
+describe.skipIf(missing("postgres") !== undefined)("a durable run in one process, on PostgreSQL", () => {
+  let postgres: TestServer
+  beforeAll(async () => {
+    postgres = await startPostgres()
+  }, 60_000)
+  afterAll(async () => {
+    await postgres?.dispose()
   })
+
+  it.live("3 turns with 2 tool calls, one an effect tool, complete on the cluster engine; the same run id returns the result and requests nothing", () =>
+    completes(DurableEngine.layerSingleRunner().pipe(Layer.provide(pgClient(postgres.url)))), 60_000)
 })
 
 describe.skipIf(missing("postgres") !== undefined)("a durable run across a crash", () => {
@@ -197,7 +49,11 @@ describe.skipIf(missing("postgres") !== undefined)("a durable run across a crash
     const child: ChildProcess = spawn(
       process.execPath,
       ["--conditions=@tanstack/ai-effect/source", join(import.meta.dirname, "..", "support", "durable-worker.ts")],
-      { env: { ...process.env, AI_EFFECT_DURABLE_WORKER: JSON.stringify(config) }, stdio: ["ignore", "pipe", "inherit"] }
+      {
+        // A single runner reads its address from PORT, as on a platform that sets it for the HTTP server.
+        env: { ...process.env, AI_EFFECT_DURABLE_WORKER: JSON.stringify(config), ...(config.runner === undefined ? {} : { PORT: String(config.runner.port) }) },
+        stdio: ["ignore", "pipe", "inherit"]
+      }
     )
     let output = ""
     const waiting: Array<{ readonly line: string; readonly seen: () => void }> = []
@@ -261,7 +117,7 @@ describe.skipIf(missing("postgres") !== undefined)("a durable run across a crash
   }, 120_000)
 
   for (const approved of [true, false]) {
-    it(`a run waiting for approval survives its process: a new process ${approved ? "approves it, and the tool runs exactly once" : "declines it, and the tool never runs"}`, async () => {
+    it(`a run waiting for approval survives its process: a new process lists the pending approval and ${approved ? "approves it, and the tool runs exactly once" : "declines it, and the tool never runs"}`, async () => {
       await withModel(refundModel, async (model) => {
         const runId = `run-approval-restart-${approved}`
         const first = startWorker(configFor(runId, model.baseURL))
@@ -271,6 +127,8 @@ describe.skipIf(missing("postgres") !== undefined)("a durable run across a crash
         expect(remote.applied.get("refund-A-100")).toBeUndefined()
 
         const restarted = startWorker(configFor(runId, model.baseURL, { start: false, approve: { toolCallId: "call_refund", approved } }))
+        // The new process reads what the run waits for before it answers.
+        await restarted.printed(`pending ${JSON.stringify(["call_refund"])}`)
         const exit = await restarted.exit()
         expect(exit).toMatchObject({ _tag: "Success" })
         expect(exit.value.text).toBe(`Refund: ${JSON.stringify(approved ? { refunded: true } : { error: "User declined tool execution" })}`)
@@ -280,14 +138,15 @@ describe.skipIf(missing("postgres") !== undefined)("a durable run across a crash
     }, 120_000)
   }
 
-  it("two runners: the one that owns the run is killed inside a model turn; the other takes its shards over and finishes the run", async () => {
+  /**
+   * Two runners on a database of their own (runners registered in a shared
+   * one would hold shards that a later test's runner waits for); the one
+   * that owns the run is killed inside turn 1, and the other finishes it.
+   */
+  const ownerKilled = async (runId: string, runnerOn: () => Promise<NonNullable<DurableWorkerConfig["runner"]>>) => {
     const { policy, held } = holdingTurn(1)
     await withModel(policy, async (model) => {
-      const runId = "run-two-runners"
-      // A short shard lock expiry, so that the survivor takes the dead runner's shards in seconds.
-      const runnerOn = async () => ({ port: await freePort(), shardLockExpirationMillis: 3_000 })
       const runners = [await runnerOn(), await runnerOn()]
-      // A database of its own: runners registered here would hold shards that a later test's runner waits for.
       const own = await startPostgres()
       cleanupsOf.push(() => own.dispose())
       const workers = runners.map((runner, i) => startWorker(configFor(runId, model.baseURL, { runner, start: i === 0, postgres: own.url })))
@@ -304,7 +163,15 @@ describe.skipIf(missing("postgres") !== undefined)("a durable run across a crash
       expect(remote.appliedOf(runners.map((runner) => `lookup-A-100-on-${runner.port}`))).toBe(1)
       expect(remote.applied.get("notify-ada")).toBe(1)
     })
-  }, 120_000)
+  }
+
+  it("two runners: the one that owns the run is killed inside a model turn; the other takes its shards over and finishes the run", () =>
+    // A short shard lock expiry, so that the survivor takes the dead runner's shards in seconds.
+    ownerKilled("run-two-runners", async () => ({ kind: "socket", port: await freePort(), shardLockExpirationMillis: 3_000 })), 120_000)
+
+  it("two single runners on one database, each with its own PORT: the owner is killed inside a model turn; the other finishes the run within seconds, on the layer's defaults", () =>
+    // The layer's own settings: effect's defaults (a dead runner listed as alive for 35 s) outlast this test.
+    ownerKilled("run-two-single-runners", async () => ({ kind: "single", port: await freePort() })), 30_000)
 
   it("the worker dies inside a model turn; a new process requests that turn once more, and nothing else repeats", async () => {
     const { policy, held } = holdingTurn(1)

@@ -151,3 +151,46 @@ describe("the effect/http chat route, run from the installed package", () => {
     expect(printed(ran.stdout, "route"), ran.stdout).toEqual({ status: 200, type: "text/event-stream", first: "RUN_STARTED", text: "Hello there.", badStatus: 400 })
   })
 })
+
+/**
+ * A resolve hook that makes @effect/platform-node missing, as in a project
+ * that did not install that optional peer.
+ */
+const withoutPlatformNode = `
+import { registerHooks } from "node:module"
+registerHooks({
+  resolve(specifier, context, next) {
+    if (specifier === "@effect/platform-node" || specifier.startsWith("@effect/platform-node/")) {
+      throw Object.assign(new Error("Cannot find package '" + specifier + "'"), { code: "ERR_MODULE_NOT_FOUND" })
+    }
+    return next(specifier, context)
+  }
+})
+`
+
+/** A durable run on the memory engine, then the cluster engine's layer built without its peer. */
+const durableProgram = `
+import * as AI from "@tanstack/ai-effect"
+import { DurableAgent, DurableEngine } from "@tanstack/ai-effect/durable"
+import { scriptedText } from "@tanstack/ai-effect/testing"
+import { Cause, Effect, Exit, Layer } from "effect"
+
+const greeter = DurableAgent.make(AI.defineAgent({ name: "greeter", adapter: scriptedText([{ text: "Hello!" }]), instructions: "Greet.", tools: [] }))
+const result = await Effect.runPromise(greeter.run({ runId: "run-1", messages: [{ role: "user", content: "Hi" }] }).pipe(
+  Effect.provide(greeter.layer.pipe(Layer.provideMerge(DurableEngine.layerMemory)))
+))
+console.log("memory: " + JSON.stringify(result.text))
+const built = await Effect.runPromiseExit(Effect.scoped(Layer.build(DurableEngine.layerSingleRunner())))
+console.log("cluster: " + JSON.stringify(Exit.isFailure(built) ? Cause.squash(built.cause).message : "built"))
+`
+
+describe("the durable subpath without its optional peer @effect/platform-node", () => {
+  it("runs a durable run on the memory engine, and the cluster engine's layer says what to install", async () => {
+    const dir = saveProgram("durable-without-platform-node", "durable.ts", durableProgram)
+    writeFileSync(join(dir, "without-platform-node.mjs"), withoutPlatformNode)
+    const ran = await run(nodes().oldest, ["--import", "./without-platform-node.mjs", "durable.ts"], dir)
+    expect(ran.code, ran.stderr).toBe(0)
+    expect(printed(ran.stdout, "memory")).toBe("Hello!")
+    expect(printed(ran.stdout, "cluster")).toMatch(/^DurableEngine\.layerSingleRunner needs the optional peer @effect\/platform-node/)
+  })
+})

@@ -9,7 +9,8 @@
  * with `crashAfterEffect` the worker SIGKILLs itself right after `notify`'s
  * effect, before its record is written. `refund` needs approval: the worker
  * prints `approval <toolCallId>` when the run asks for it, and with
- * `approve` answers it.
+ * `approve` prints the approvals the run waits for (`pending [ids]`, read
+ * from the run store) and answers one.
  */
 import * as AI from "@tanstack/ai-effect"
 import { DurableAgent, DurableEngine } from "@tanstack/ai-effect/durable"
@@ -27,8 +28,12 @@ export interface DurableWorkerConfig {
   readonly start: boolean
   readonly crashAfterEffect: boolean
   readonly leaseMillis: number
-  /** A socket runner on this port of 127.0.0.1 (one runner among several), and how long its shard locks outlive it. */
-  readonly runner?: { readonly port: number; readonly shardLockExpirationMillis: number }
+  /**
+   * One runner among several on this port of 127.0.0.1: a socket runner, or
+   * a single runner whose process has this `PORT` (as a platform sets it),
+   * and how long its shard locks outlive it.
+   */
+  readonly runner?: { readonly kind: "socket" | "single"; readonly port: number; readonly shardLockExpirationMillis?: number }
   /** Answers an approval before it waits for the run, as a restarted process would. */
   readonly approve?: { readonly toolCallId: string; readonly approved: boolean }
 }
@@ -72,15 +77,19 @@ const live = agent.layer.pipe(
   Layer.provideMerge(
     config.runner === undefined
       ? DurableEngine.layerSingleRunner()
-      : DurableEngine.layerSocketRunner({
-        host: "127.0.0.1",
-        port: config.runner.port,
-        shardingConfig: { shardLockExpiration: Duration.millis(config.runner.shardLockExpirationMillis) }
-      })
+      : config.runner.kind === "single"
+      ? DurableEngine.layerSingleRunner(lockSettings(config.runner))
+      : DurableEngine.layerSocketRunner({ host: "127.0.0.1", port: config.runner.port, ...lockSettings(config.runner) })
   ),
   Layer.provide(layerSql()),
   Layer.provide(pgClient(config.postgres))
 )
+
+function lockSettings(runner: { readonly shardLockExpirationMillis?: number }) {
+  return runner.shardLockExpirationMillis === undefined
+    ? {}
+    : { shardingConfig: { shardLockExpiration: Duration.millis(runner.shardLockExpirationMillis) } }
+}
 
 const program = Effect.gen(function*() {
   if (config.start) {
@@ -96,6 +105,9 @@ const program = Effect.gen(function*() {
     )
   }
   if (config.approve !== undefined) {
+    // What the run waits for, read in this process from the run store: the test reads the line.
+    const pending = yield* agent.pendingApprovals(config.runId)
+    process.stdout.write(`pending ${JSON.stringify(pending.map(({ toolCallId }) => toolCallId))}\n`)
     yield* agent.approve(config.runId, config.approve.toolCallId, config.approve.approved)
   }
   // Wait for the run to finish here, or in whichever process resumes it.
