@@ -71,6 +71,20 @@ export {
   type StoreOptions
 } from "./EffectStore.ts"
 
+// Delivery logs: resumable streams
+export {
+  type Entry,
+  InvalidOffset,
+  type LogRequest,
+  type Page,
+  ProducerFenced,
+  StreamLog,
+  type StreamLogBackend,
+  StreamLogError,
+  type StreamLogOptions,
+  UnknownRun
+} from "./StreamLog.ts"
+
 // Activities
 export {
   embed,

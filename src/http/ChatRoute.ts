@@ -8,14 +8,20 @@
  * the run (the model request is aborted, the tool fibers are interrupted and
  * their finalizers run).
  *
+ * {@link resumableHandler} serves a run through its delivery log
+ * (`AI.StreamLog`) with core's own durable encoder, so that a client that
+ * drops its connection, reloads or joins from a second tab reads the run
+ * from the last event it saw.
+ *
  * @since 0.1.0
  */
-import { chatParamsFromRequestBody } from "@tanstack/ai"
+import { chatParamsFromRequestBody, resumeServerSentEventsResponse, toServerSentEventsResponse } from "@tanstack/ai"
 import type { StreamChunk } from "@tanstack/ai"
 import { Effect, Schema, Stream } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import { type ChatRequestParams, fromChatParams } from "../Chat.ts"
 import { toServerSentEvents } from "../ServerSentEvents.ts"
+import { StreamLog } from "../StreamLog.ts"
 
 /**
  * The request's body is not JSON, or not an AG-UI run input (a thread id, a
@@ -130,4 +136,78 @@ export const handler = <E, R>(
   requestParams.pipe(
     Effect.flatMap((params) => response(run(params))),
     Effect.catchTag("ChatRequestError", (error) => Effect.succeed(HttpServerResponse.text(error.message, { status: 400 })))
+  )
+
+/** The run and resume offset a request names, read as core's adapters read them (see `AI.StreamLog.requestOf`). */
+const logRequestOf = (request: HttpServerRequest.HttpServerRequest) => {
+  const headers: Record<string, string> = {}
+  for (const name of ["last-event-id", "x-run-id"]) {
+    const value = request.headers[name]
+    if (value !== undefined) headers[name] = value
+  }
+  return StreamLog.requestOf(new Request(new URL(request.url, "http://route.invalid"), { headers }))
+}
+
+const textResponse = (status: number) => (error: { readonly message: string }) =>
+  Effect.succeed(HttpServerResponse.text(error.message, { status }))
+
+/**
+ * A resumable chat route's handler, for `POST` and `GET` alike: a request
+ * without a resume offset starts the run `run` makes of its AG-UI body,
+ * storing every chunk in the run's delivery log before it is sent; a request
+ * with one (`Last-Event-ID`, which `@tanstack/ai-client` sends when it
+ * reconnects, or `?offset` with `?runId`, as `joinRun` does) answers what the
+ * log holds after it and tails it to the run's end, without running anything
+ * again. The bytes are core's `toServerSentEventsResponse(…, { durability })`
+ * and `resumeServerSentEventsResponse`, `id:` lines included.
+ *
+ * A run goes on when its client goes away (a reload, a dropped connection),
+ * writing into its log, so that the client that comes back reads it to the
+ * end; this is core's own behaviour for durable responses. A body that is
+ * not an AG-UI run input is a 400; an offset this log did not mint, or that
+ * names another run, is a 400; a run whose log is not stored (unknown, or
+ * expired) is a 404 at once; a log that cannot answer is a 503.
+ *
+ * @example
+ * ```ts
+ * import * as AI from "@tanstack/ai-effect"
+ * import { ChatRoute } from "@tanstack/ai-effect/http"
+ * import { scriptedText } from "@tanstack/ai-effect/testing"
+ * import { HttpRouter } from "effect/http"
+ *
+ * const adapter = scriptedText([{ text: "Hello!" }])
+ * const chat = ChatRoute.resumableHandler((params) => AI.chat({ adapter, ...params }))
+ *
+ * // Provide AI.StreamLog (for example layerSqliteStreamLog) to the server.
+ * const Api = HttpRouter.addAll([HttpRouter.route("POST", "/api/chat", chat), HttpRouter.route("GET", "/api/chat", chat)])
+ * ```
+ *
+ * @since 0.1.0
+ * @category handlers
+ */
+export const resumableHandler = <E, R>(
+  run: (params: ChatRequestParams) => Stream.Stream<StreamChunk, E, R>
+): Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest | StreamLog | R> =>
+  Effect.gen(function*() {
+    const request = yield* HttpServerRequest.HttpServerRequest
+    const log = yield* StreamLog
+    const named = logRequestOf(request)
+    if (named.offset !== null && named.offset !== undefined) {
+      // Refused before anything streams: a bad offset is a 400, a run that is not stored a 404.
+      yield* log.check(named.runId, named.offset)
+      return HttpServerResponse.fromWeb(resumeServerSentEventsResponse({ adapter: yield* log.durability(named) }))
+    }
+    const params = yield* requestParams
+    // The client's run id (X-Run-Id) when it sent one, the body's otherwise: the id it resumes by.
+    const runId = request.headers["x-run-id"] ?? params.runId
+    const adapter = yield* log.durability({ runId, offset: null })
+    const chunks = yield* Stream.toAsyncIterableEffect(run(params))
+    return HttpServerResponse.fromWeb(toServerSentEventsResponse(chunks, { durability: { adapter } }))
+  }).pipe(
+    Effect.catchTags({
+      ChatRequestError: textResponse(400),
+      InvalidOffset: textResponse(400),
+      UnknownRun: textResponse(404),
+      StreamLogError: textResponse(503)
+    })
   )

@@ -9,6 +9,8 @@
  *
  * @internal
  */
+import { mkdirSync } from "node:fs"
+import { dirname } from "node:path"
 import type { StatementSync } from "node:sqlite"
 import { Effect, Layer, Schedule, Semaphore, Stream } from "effect"
 import * as Reactivity from "effect/reactivity/Reactivity"
@@ -90,6 +92,13 @@ const makeConnection = (filename: string) =>
     }
     return connection
   })
+
+/** A `SqlClient` on one SQLite file, its folder created when missing (`":memory:"` keeps it in memory). */
+export const layerFile = (filename: string): Layer.Layer<SqlClient, SqlError> =>
+  Layer.unwrap(Effect.sync(() => {
+    if (filename !== ":memory:") mkdirSync(dirname(filename), { recursive: true })
+    return layer(filename)
+  }))
 
 /** A `SqlClient` on one SQLite file, closed with the layer. */
 export const layer = (filename: string): Layer.Layer<SqlClient, SqlError> =>

@@ -8,9 +8,7 @@
  *
  * @since 0.1.0
  */
-import { mkdirSync } from "node:fs"
-import { dirname } from "node:path"
-import { Effect, Layer } from "effect"
+import { Layer } from "effect"
 import type { SqlError } from "effect/sql/SqlError"
 import { EffectStore } from "../EffectStore.ts"
 import { makeSqlStore, type SqlStoreOptions } from "../sql/SqlEffectStore.ts"
@@ -43,9 +41,4 @@ export interface SqliteStoreOptions extends Omit<SqlStoreOptions, "table"> {
  * @category layers
  */
 export const layerSqlite = (options: SqliteStoreOptions): Layer.Layer<EffectStore, SqlError> =>
-  Layer.effect(EffectStore, makeSqlStore(options)).pipe(
-    Layer.provide(Layer.unwrap(Effect.sync(() => {
-      if (options.filename !== ":memory:") mkdirSync(dirname(options.filename), { recursive: true })
-      return SqliteClient.layer(options.filename)
-    })))
-  )
+  Layer.effect(EffectStore, makeSqlStore(options)).pipe(Layer.provide(SqliteClient.layerFile(options.filename)))

@@ -1,0 +1,189 @@
+/**
+ * The delivery log on SQL: a row per run (its producer's epoch, whether it
+ * closed, when it expires) and a row per chunk. An append is one statement
+ * that inserts the batch after the tail only while the producer's epoch is
+ * current, so that a superseded producer stores nothing; PostgreSQL and
+ * SQLite run the same statements.
+ *
+ * @since 0.1.0
+ */
+import type { StreamChunk } from "@tanstack/ai"
+import { Clock, Duration, Effect, Layer, Schedule } from "effect"
+import { SqlClient } from "effect/sql/SqlClient"
+import type { SqlError } from "effect/sql/SqlError"
+import { planUpsert } from "../internal/streamLog.ts"
+import { type Entry, InvalidOffset, type Page, ProducerFenced, StreamLog, StreamLogError, type StreamLogOptions } from "../StreamLog.ts"
+
+/**
+ * Options of {@link layerSqlStreamLog}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface SqlStreamLogOptions extends StreamLogOptions {
+  /** The prefix of its two tables, created when missing: `<prefix>_runs` and `<prefix>_chunks`. Default `ai_stream`. */
+  readonly tablePrefix?: string | undefined
+  /** How often a reader that caught up looks for more. Default 50 milliseconds. */
+  readonly pollInterval?: Duration.Input | undefined
+  /** How often expired logs are deleted. Default 1 minute. */
+  readonly sweepEvery?: Duration.Input | undefined
+}
+
+/**
+ * The delivery log on the `SqlClient` in context: PostgreSQL through
+ * `@effect/sql-pg`, or SQLite (see `@tanstack/ai-effect/sqlite`). The layer
+ * creates its tables when missing and deletes expired logs in a background
+ * fiber that lives as long as the layer.
+ *
+ * @example
+ * ```ts
+ * import { PgClient } from "@effect/sql-pg"
+ * import { layerSqlStreamLog } from "@tanstack/ai-effect/sql"
+ * import { Layer, Redacted } from "effect"
+ *
+ * export const StreamLogLive = layerSqlStreamLog({ retention: "1 day" }).pipe(
+ *   Layer.provide(PgClient.layer({ url: Redacted.make("postgres://localhost:5432/app") }))
+ * )
+ * ```
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerSqlStreamLog = (options?: SqlStreamLogOptions): Layer.Layer<StreamLog, SqlError, SqlClient> =>
+  Layer.effect(StreamLog, makeSqlStreamLog(options))
+
+/**
+ * Makes the SQL delivery log on the `SqlClient` in context, in the current
+ * scope: creates the tables and starts the sweep.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const makeSqlStreamLog = Effect.fnUntraced(function*(options?: SqlStreamLogOptions) {
+  const sql = yield* SqlClient
+  const prefix = options?.tablePrefix ?? "ai_stream"
+  const runs = sql(`${prefix}_runs`)
+  const chunks = sql(`${prefix}_chunks`)
+  const retention = Duration.toMillis(Duration.fromInputUnsafe(options?.retention ?? "24 hours"))
+  const pollInterval = Duration.fromInputUnsafe(options?.pollInterval ?? "50 millis")
+  yield* sql`CREATE TABLE IF NOT EXISTS ${runs} (
+    run_id TEXT PRIMARY KEY,
+    epoch BIGINT NOT NULL,
+    complete INTEGER NOT NULL,
+    expires_at BIGINT NOT NULL
+  )`.pipe(
+    Effect.andThen(sql`CREATE TABLE IF NOT EXISTS ${chunks} (
+      run_id TEXT NOT NULL,
+      seq BIGINT NOT NULL,
+      chunk TEXT NOT NULL,
+      PRIMARY KEY (run_id, seq)
+    )`),
+    Effect.andThen(sql`CREATE INDEX IF NOT EXISTS ${sql(`${prefix}_runs_expires_at`)} ON ${runs} (expires_at)`),
+    // Processes starting together race on IF NOT EXISTS (PostgreSQL's catalog
+    // may refuse the second creation); one more attempt finds the tables there.
+    Effect.retry({ times: 5, schedule: Schedule.spaced("50 millis") })
+  )
+
+  const failed = (operation: string, runId: string) => (cause: unknown) =>
+    new StreamLogError({ operation, runId, reason: "unavailable", cause })
+  const decode = (runId: string, text: string): Effect.Effect<StreamChunk, StreamLogError> =>
+    Effect.try({
+      // The log stores what core handed it: a chunk, as JSON.
+      try: () => JSON.parse(text) as StreamChunk,
+      catch: (cause) => new StreamLogError({ operation: "read", runId, reason: "corrupt", cause })
+    })
+  /** The chunks as rows to insert: `SELECT <i>, <json> UNION ALL ...`, a form both dialects read. */
+  const rowsOf = (entries: ReadonlyArray<{ readonly position: number; readonly chunk: StreamChunk }>) =>
+    entries
+      .map(({ chunk, position }) => sql`SELECT CAST(${position} AS BIGINT) AS position, CAST(${JSON.stringify(chunk)} AS TEXT) AS chunk`)
+      .reduce((all, row) => sql`${all} UNION ALL ${row}`)
+  const current = (runId: string, epoch: number) =>
+    sql`EXISTS (SELECT 1 FROM ${runs} WHERE run_id = ${runId} AND epoch = ${epoch} AND complete = 0)`
+
+  const backend = {
+    claim: (runId: string) =>
+      Effect.gen(function*() {
+        const now = yield* Clock.currentTimeMillis
+        const rows = yield* sql<{ readonly epoch: unknown; readonly complete: unknown }>`INSERT INTO ${runs}
+          (run_id, epoch, complete, expires_at) VALUES (${runId}, 1, 0, ${now + retention})
+          ON CONFLICT (run_id) DO UPDATE SET
+            epoch = CASE WHEN ${runs}.complete = 0 THEN ${runs}.epoch + 1 ELSE ${runs}.epoch END,
+            expires_at = CASE WHEN ${runs}.complete = 0 THEN excluded.expires_at ELSE ${runs}.expires_at END
+          RETURNING epoch, complete`.pipe(Effect.mapError(failed("claim", runId)))
+        const row = rows[0]!
+        // A closed log is the run's last word: no producer writes to it again.
+        if (Number(row.complete) === 1) return yield* new ProducerFenced({ runId, epoch: Number(row.epoch) })
+        return Number(row.epoch)
+      }),
+    append: (runId: string, epoch: number, batch: ReadonlyArray<StreamChunk>) =>
+      Effect.gen(function*() {
+        if (batch.length === 0) {
+          const [known] = yield* sql`SELECT 1 AS owned WHERE ${current(runId, epoch)}`.pipe(Effect.mapError(failed("append", runId)))
+          return known === undefined ? yield* new ProducerFenced({ runId, epoch }) : []
+        }
+        // One statement: the batch goes after the tail while this producer's epoch is current.
+        const rows = yield* sql<{ readonly seq: unknown }>`INSERT INTO ${chunks} (run_id, seq, chunk)
+          SELECT ${runId}, (SELECT COALESCE(MAX(seq), 0) FROM ${chunks} WHERE run_id = ${runId}) + batch.position, batch.chunk
+          FROM (${rowsOf(batch.map((chunk, index) => ({ position: index + 1, chunk })))}) AS batch
+          WHERE ${current(runId, epoch)}
+          RETURNING seq`.pipe(Effect.mapError(failed("append", runId)))
+        if (rows.length === 0) return yield* new ProducerFenced({ runId, epoch })
+        return rows.map((row) => Number(row.seq)).sort((a, b) => a - b)
+      }),
+    upsert: (runId: string, epoch: number, entries: ReadonlyArray<Entry>) =>
+      Effect.gen(function*() {
+        const [state] = yield* sql<{ readonly tail: unknown }>`SELECT (SELECT COALESCE(MAX(seq), 0) FROM ${chunks} WHERE run_id = ${runId}) AS tail
+          WHERE ${current(runId, epoch)}`.pipe(Effect.mapError(failed("upsert", runId)))
+        if (state === undefined) return yield* new ProducerFenced({ runId, epoch })
+        if (entries.length === 0) return
+        const stored = new Set(
+          (yield* sql<{ readonly seq: unknown }>`SELECT seq FROM ${chunks} WHERE run_id = ${runId} AND seq IN ${sql.in(entries.map((entry) => entry.seq))}`.pipe(
+            Effect.mapError(failed("upsert", runId))
+          )).map((row) => Number(row.seq))
+        )
+        const plan = planUpsert(entries.map((entry) => entry.seq), { tail: Number(state.tail), has: (seq) => stored.has(seq) })
+        if (plan._tag === "Refused") return yield* new InvalidOffset({ offset: StreamLog.offsetOf(runId, plan.seq), reason: plan.reason })
+        // Validated whole above; one statement writes the batch, while the epoch is still current.
+        const written = yield* sql<{ readonly seq: unknown }>`INSERT INTO ${chunks} (run_id, seq, chunk)
+          SELECT ${runId}, batch.position, batch.chunk
+          FROM (${rowsOf(entries.map((entry) => ({ position: entry.seq, chunk: entry.chunk })))}) AS batch
+          WHERE ${current(runId, epoch)}
+          ON CONFLICT (run_id, seq) DO UPDATE SET chunk = excluded.chunk
+          RETURNING seq`.pipe(Effect.mapError(failed("upsert", runId)))
+        if (written.length === 0) return yield* new ProducerFenced({ runId, epoch })
+      }),
+    close: (runId: string, epoch: number) =>
+      Effect.gen(function*() {
+        const now = yield* Clock.currentTimeMillis
+        const rows = yield* sql`UPDATE ${runs} SET complete = 1, expires_at = ${now + retention}
+          WHERE run_id = ${runId} AND epoch = ${epoch} AND complete = 0 RETURNING run_id`.pipe(Effect.mapError(failed("close", runId)))
+        if (rows.length === 0) return yield* new ProducerFenced({ runId, epoch })
+      }),
+    read: (runId: string, after: number, limit: number) =>
+      Effect.gen(function*() {
+        const now = yield* Clock.currentTimeMillis
+        const rows = yield* sql<{ readonly complete: unknown; readonly seq: unknown; readonly chunk: string | null }>`SELECT
+            r.complete AS complete, c.seq AS seq, c.chunk AS chunk
+          FROM ${runs} r LEFT JOIN ${chunks} c ON c.run_id = r.run_id AND c.seq > ${after}
+          WHERE r.run_id = ${runId} AND r.expires_at > ${now}
+          ORDER BY c.seq LIMIT ${limit}`.pipe(Effect.mapError(failed("read", runId)))
+        if (rows.length === 0) return { entries: [], complete: false, known: false } satisfies Page
+        const entries = yield* Effect.forEach(
+          rows.filter((row) => row.chunk !== null),
+          (row) => Effect.map(decode(runId, row.chunk!), (chunk): Entry => ({ seq: Number(row.seq), chunk }))
+        )
+        return { entries, complete: Number(rows[0]!.complete) === 1, known: true } satisfies Page
+      }),
+    // Storage has no signal to wait on: look again after the poll interval.
+    awaitChange: () => Effect.sleep(pollInterval)
+  }
+
+  const sweep = Effect.gen(function*() {
+    const now = yield* Clock.currentTimeMillis
+    yield* sql`DELETE FROM ${chunks} WHERE run_id IN (SELECT run_id FROM ${runs} WHERE expires_at <= ${now})`
+    yield* sql`DELETE FROM ${runs} WHERE expires_at <= ${now}`
+  }).pipe(Effect.ignore)
+  yield* Effect.forkScoped(Effect.repeat(sweep, Schedule.spaced(Duration.fromInputUnsafe(options?.sweepEvery ?? "1 minute"))))
+
+  return yield* StreamLog.make(backend, options)
+})

@@ -1,0 +1,109 @@
+/**
+ * The delivery log: core's durability contract on the memory log and on
+ * core's own memoryStream (the reference), and the log behind core's own
+ * transport: a fresh response writes `id:` lines, and a resume from any of
+ * them answers exactly the rest.
+ */
+import { memoryStream, resumeServerSentEventsResponse, type StreamChunk, toServerSentEventsResponse } from "@tanstack/ai"
+import { describe, expect, it } from "@effect/vitest"
+import * as AI from "@tanstack/ai-effect"
+import { layerSqliteStreamLog } from "@tanstack/ai-effect/sqlite"
+import { durabilityClaims, type DurabilityHarness } from "@tanstack/ai-effect/testing"
+import { Effect, type Layer, ManagedRuntime } from "effect"
+import { mkdtempSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+
+const harnessOf = (runtime: ManagedRuntime.ManagedRuntime<AI.StreamLog, unknown>): DurabilityHarness => ({
+  open: (runId, offset) => runtime.runPromise(Effect.flatMap(Effect.service(AI.StreamLog), (log) => log.durability({ runId, offset }))),
+  fenced: true
+})
+
+describe("core's memoryStream, the reference", () => {
+  for (const claim of durabilityClaims) {
+    it(claim.name, () => claim.check({ open: (runId, offset) => memoryStream({ runId, offset: offset ?? null }), fenced: false }))
+  }
+})
+
+describe("StreamLog.layerMemory", () => {
+  const runtime = ManagedRuntime.make(AI.StreamLog.layerMemory())
+  for (const claim of durabilityClaims) {
+    it(claim.name, () => claim.check(harnessOf(runtime)))
+  }
+
+  it("an upsert at a position that is not stored and lies before the tail is InvalidOffset, and stores nothing", async () => {
+    const adapter = await harnessOf(runtime).open("run-gap")
+    const offsets = await adapter.append([text("a"), text("b")])
+    await adapter.upsert([{ offset: AI.StreamLog.offsetOf("run-gap", 5), chunk: text("e") }])
+    await expect(adapter.upsert([{ offset: offsets[0]!, chunk: text("A") }, { offset: AI.StreamLog.offsetOf("run-gap", 4), chunk: text("d") }]))
+      .rejects.toMatchObject({ _tag: "InvalidOffset" })
+    expect((await adapter.snapshot()).map(({ chunk }) => (chunk as { delta: string }).delta)).toEqual(["a", "b", "e"])
+  })
+
+  it("a run id core would refuse (empty, or with a line break) is InvalidOffset before anything is stored", async () => {
+    await expect(harnessOf(runtime).open("run\n2")).rejects.toMatchObject({ _tag: "InvalidOffset" })
+  })
+})
+
+describe("layerSqliteStreamLog, one file", () => {
+  const runtime = ManagedRuntime.make(layerSqliteStreamLog({ filename: join(mkdtempSync(join(tmpdir(), "ai-effect-log-")), "chat.db") }))
+  for (const claim of durabilityClaims) {
+    it(claim.name, () => claim.check(harnessOf(runtime)))
+  }
+})
+
+const text = (delta: string): StreamChunk => ({ type: "TEXT_MESSAGE_CONTENT", messageId: "m", delta, timestamp: 0 }) as StreamChunk
+
+/** A run of core's shape: start, three deltas, a tool's progress, finish. */
+const runChunks = (): Array<StreamChunk> => [
+  { type: "RUN_STARTED", runId: "run-sse", threadId: "t", timestamp: 1 } as StreamChunk,
+  text("Hel"),
+  text("lo"),
+  { type: "CUSTOM", name: AI.toolProgressEvent, value: { progress: 1 }, timestamp: 2 } as StreamChunk,
+  text("!"),
+  { type: "RUN_FINISHED", runId: "run-sse", threadId: "t", finishReason: "stop", timestamp: 3 } as StreamChunk
+]
+
+async function* from(chunks: ReadonlyArray<StreamChunk>) {
+  yield* chunks
+}
+
+/** The SSE events of a body: their ids and data. */
+const eventsOf = (body: string) =>
+  body.split("\n\n").filter((event) => event !== "").map((event) => ({
+    id: event.match(/^id: (.*)$/m)?.[1],
+    data: JSON.parse(event.match(/^data: (.*)$/m)![1]!) as { readonly type: string; readonly delta?: string }
+  }))
+
+const transport = (name: string, make: () => Layer.Layer<AI.StreamLog, unknown>) =>
+  describe(`the log behind core's transport, ${name}`, () => {
+  it("toServerSentEventsResponse with StreamLog writes an id line per event, and a resume from each id answers exactly the events after it", async () => {
+    const runtime = ManagedRuntime.make(make())
+    const open = harnessOf(runtime).open
+    const fresh = await toServerSentEventsResponse(from(runChunks()), { durability: { adapter: await open("run-sse") } }).text()
+    const events = eventsOf(fresh)
+    // Core's accepted marker first, then every chunk of the run, each with the offset the log minted.
+    expect(events.map(({ data }) => data.type)).toEqual(["CUSTOM", "RUN_STARTED", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_CONTENT", "CUSTOM", "TEXT_MESSAGE_CONTENT", "RUN_FINISHED"])
+    expect(events.map(({ id }) => id)).toEqual(events.map((_, index) => AI.StreamLog.offsetOf("run-sse", index + 1)))
+    for (const [index, { id }] of events.entries()) {
+      const resumed = await resumeServerSentEventsResponse({ adapter: await open("run-sse", id) }).text()
+      expect(resumed).toBe(fresh.split("\n\n").slice(index + 1).join("\n\n"))
+    }
+    await runtime.dispose()
+  })
+
+  it("a request's Last-Event-ID names the run and the offset, as core's adapters read it", async () => {
+    const runtime = ManagedRuntime.make(make())
+    const producer = await harnessOf(runtime).open("run-request")
+    const [first] = await producer.append([text("a"), text("b")])
+    await producer.close()
+    const request = new Request("http://127.0.0.1/api/chat", { headers: { "Last-Event-ID": first! } })
+    const adapter = await runtime.runPromise(Effect.flatMap(Effect.service(AI.StreamLog), (log) => log.durability(request)))
+    expect(adapter.resumeFrom()).toBe(first)
+    expect(eventsOf(await resumeServerSentEventsResponse({ adapter }).text()).map(({ data }) => data.delta)).toEqual(["b"])
+    await runtime.dispose()
+  })
+})
+
+transport("in memory", () => AI.StreamLog.layerMemory())
+transport("on SQLite", () => layerSqliteStreamLog({ filename: join(mkdtempSync(join(tmpdir(), "ai-effect-log-")), "chat.db") }))

@@ -1,0 +1,92 @@
+/**
+ * The delivery log on real PostgreSQL and Redis servers: core's durability
+ * contract and fenced producers, the log behind core's transport, and an
+ * appended batch that costs one round trip, counted at the driver.
+ */
+import { resumeServerSentEventsResponse, type StreamChunk, toServerSentEventsResponse } from "@tanstack/ai"
+import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
+import * as AI from "@tanstack/ai-effect"
+import { layerRedisStreamLog } from "@tanstack/ai-effect/redis"
+import { layerSqlStreamLog } from "@tanstack/ai-effect/sql"
+import { durabilityClaims, type DurabilityHarness } from "@tanstack/ai-effect/testing"
+import { Effect, Layer, ManagedRuntime } from "effect"
+import { pgClient, redisClient } from "../support/backends.ts"
+import { countRedisCommands, countStatements, type RoundTrips } from "../support/roundTrips.ts"
+import { missing, startPostgres, startRedis, type TestServer } from "../support/services.ts"
+
+interface LogBackend {
+  readonly name: string
+  readonly server: "postgres" | "redis"
+  readonly start: () => Promise<TestServer>
+  readonly layer: (server: TestServer) => { readonly counted: RoundTrips; readonly layer: Layer.Layer<AI.StreamLog, unknown> }
+}
+
+const backends: ReadonlyArray<LogBackend> = [
+  {
+    name: "layerSqlStreamLog on PostgreSQL",
+    server: "postgres",
+    start: startPostgres,
+    layer: (server: TestServer) => {
+      const counted = countStatements()
+      return { counted, layer: layerSqlStreamLog().pipe(Layer.provide(counted.layer), Layer.provide(pgClient(server.url))) }
+    }
+  },
+  {
+    name: "layerRedisStreamLog on Redis",
+    server: "redis",
+    start: () => startRedis(),
+    layer: (server: TestServer) => {
+      const counted = countRedisCommands()
+      return { counted, layer: layerRedisStreamLog().pipe(Layer.provide(counted.layer), Layer.provide(redisClient(server.url))) }
+    }
+  }
+]
+
+for (const backend of backends) describe.skipIf(missing(backend.server) !== undefined)(backend.name, () => {
+  let server: TestServer
+  let runtime: ManagedRuntime.ManagedRuntime<AI.StreamLog, unknown>
+  let statements: RoundTrips
+  beforeAll(async () => {
+    server = await backend.start()
+    const { counted, layer } = backend.layer(server)
+    statements = counted
+    runtime = ManagedRuntime.make(layer)
+  }, 60_000)
+  afterAll(async () => {
+    await runtime?.dispose()
+    await server?.dispose()
+  })
+
+  const harness: DurabilityHarness = {
+    open: (runId, offset) => runtime.runPromise(Effect.flatMap(Effect.service(AI.StreamLog), (log) => log.durability({ runId, offset }))),
+    fenced: true
+  }
+
+  for (const claim of durabilityClaims) {
+    it(claim.name, () => claim.check(harness))
+  }
+
+  const text = (delta: string): StreamChunk => ({ type: "TEXT_MESSAGE_CONTENT", messageId: "m", delta, timestamp: 0 }) as StreamChunk
+
+  it("one appended batch costs one round trip: 32 chunks after the producer's claim", async () => {
+    const producer = await harness.open("run-round-trips")
+    await producer.append([text("claim")])
+    const before = statements.count()
+    const offsets = await producer.append(Array.from({ length: 32 }, (_, index) => text(String(index))))
+    expect(statements.count() - before).toBe(1)
+    expect(offsets).toEqual(Array.from({ length: 32 }, (_, index) => AI.StreamLog.offsetOf("run-round-trips", index + 2)))
+  })
+
+  it("toServerSentEventsResponse writes the log, and a resume from a middle id answers exactly the rest", async () => {
+    async function* run() {
+      yield { type: "RUN_STARTED", runId: "run-pg-sse", threadId: "t", timestamp: 1 } as StreamChunk
+      for (const delta of ["a", "b", "c"]) yield text(delta)
+      yield { type: "RUN_FINISHED", runId: "run-pg-sse", threadId: "t", finishReason: "stop", timestamp: 2 } as StreamChunk
+    }
+    const fresh = await toServerSentEventsResponse(run(), { durability: { adapter: await harness.open("run-pg-sse") } }).text()
+    const events = fresh.split("\n\n").filter((event) => event !== "")
+    const middle = events[2]!.match(/^id: (.*)$/m)![1]!
+    const resumed = await resumeServerSentEventsResponse({ adapter: await harness.open("run-pg-sse", middle) }).text()
+    expect(resumed).toBe(events.slice(3).map((event) => `${event}\n\n`).join(""))
+  })
+})
