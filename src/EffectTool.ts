@@ -162,6 +162,15 @@ export interface EffectToolOptions<Input, Output, E, E2, R2> extends ServerToolO
    * effect, before it fails with `EffectInProgress`. Default 30 seconds.
    */
   readonly waitFor?: Duration.Input | undefined
+  /**
+   * Whether the {@link effectOutcomeEvent} the client receives carries the
+   * effect key itself. By default it carries `keyDigest` instead, the first
+   * 16 hex digits of the key's SHA-256: enough to tell calls apart, without
+   * sending the browser what the key was built from (a key made of the input
+   * carries the input, and anything secret put into it). The key stays on
+   * the server: in the store, the span and the logs.
+   */
+  readonly exposeKey?: boolean | undefined
 }
 /**
  * How a call was answered; the `effect.outcome` attribute of its span and
@@ -183,7 +192,8 @@ export type Outcome = "recorded" | "reconciled" | "applied" | "in-doubt" | "fail
 
 /**
  * The name of the `CUSTOM` event an effect tool sends when a call is
- * answered: `{ toolName, key, outcome }`, so that a client can show whether
+ * answered: `{ toolName, keyDigest, outcome }` (`key` instead of `keyDigest`
+ * with the tool's `exposeKey`), so that a client can show whether
  * the effect was applied, replayed or reconciled. Core adds the `toolCallId`.
  *
  * @example
@@ -288,6 +298,7 @@ export const effectTool = <
   const alreadyApplied = options?.alreadyApplied
   const failOnKeyReuse = options?.onKeyReuse === "fail"
   const reapplyInDoubt = options?.inDoubt === "reapply"
+  const exposeKey = options?.exposeKey === true
   const lease = Duration.fromInputUnsafe(options?.lease ?? Duration.seconds(30))
   const checkTimeout = Duration.fromInputUnsafe(options?.checkTimeout ?? Duration.seconds(10))
   const leaseOptions: EffectLease.LeaseOptions = {
@@ -457,7 +468,7 @@ export const effectTool = <
         : ""
       const key = Effect.isEffect(keyed) ? yield* keyed : keyed
       if (key === "") return yield* new EffectKeyError({ path: "$", reason: "the effect key is empty" })
-      yield* Effect.annotateCurrentSpan({ "effect.key": key })
+      yield* Effect.annotateCurrentSpan({ "effect.key": keyForDisplay(key) })
       const id = { tool, key }
       const call = { ...toolCall, key, run }
       // No read before the claim: the claim answers the record when there is
@@ -468,7 +479,10 @@ export const effectTool = <
       const outcome = shared ? "recorded" : value.outcome
       yield* Effect.annotateCurrentSpan({ "effect.outcome": outcome })
       yield* Metric.update(counted[outcome], 1)
-      yield* toolCall.emit(effectOutcomeEvent, { toolName: tool, key, outcome })
+      yield* toolCall.emit(
+        effectOutcomeEvent,
+        exposeKey ? { toolName: tool, key, outcome } : { toolName: tool, keyDigest: (yield* sha256Hex(key)).slice(0, 16), outcome }
+      )
       return value.output
     }).pipe(
       Effect.tapCause((cause) => {

@@ -65,10 +65,23 @@ describe("ChatRoute.handler on effect/http", () => {
       const url = yield* serve(ChatRoute.handler((params) => AI.chat({ adapter, ...params })), Layer.empty)
       const notJson = yield* post(url, "{ not json")
       expect(notJson.status).toBe(400)
-      expect(yield* Effect.promise(() => notJson.text())).toMatch(/^Invalid AG-UI request body: /)
+      // The parser's reason, not only the wrapper's tag.
+      expect(yield* Effect.promise(() => notJson.text())).toMatch(/^The request body is not JSON: .*JSON/)
       const noRunId = yield* post(url, JSON.stringify({ threadId: "t", messages: [], tools: [], context: [] }))
       expect(noRunId.status).toBe(400)
       expect(yield* Effect.promise(() => noRunId.text())).toContain("runId")
+      expect(model.requests).toHaveLength(0)
+    }).pipe(Effect.scoped))
+
+  it.live("a body larger than the route reads (8 MiB by default) gets a 413 and starts nothing, though it is valid", () =>
+    Effect.gen(function*() {
+      const model = yield* fakeOpenAI([{ text: "never" }])
+      const adapter = createOpenaiChat("gpt-5.2", "test-key", { baseURL: model.baseURL, maxRetries: 0 })
+      const url = yield* serve(ChatRoute.handler((params) => AI.chat({ adapter, ...params })), Layer.empty)
+      const huge = JSON.parse(chatRequestBody({ threadId: "t", runId: "r" }, "x".repeat(ChatRoute.defaultMaxBodySize + 1)))
+      const refused = yield* post(url, JSON.stringify(huge))
+      expect(refused.status).toBe(413)
+      expect(yield* Effect.promise(() => refused.text())).toMatch(/^The request body is larger than the route reads/)
       expect(model.requests).toHaveLength(0)
     }).pipe(Effect.scoped))
 

@@ -958,7 +958,7 @@ describe("effect tools: key reuse", () => {
 })
 
 describe("effect tools tell the client how a call was answered", () => {
-  it.effect("each call sends an effect-outcome event with the tool, the key and the outcome", () =>
+  it.effect("each call sends an effect-outcome event with the tool, a digest of the key and the outcome", () =>
     withStore((store) =>
       Effect.gen(function*() {
         const tracker = yield* makeTracker
@@ -971,10 +971,29 @@ describe("effect tools tell the client how a call was answered", () => {
         const outcomes = chunks.flatMap((chunk: StreamChunk) =>
           chunk.type === "CUSTOM" && chunk.name === AI.effectOutcomeEvent ? [chunk.value] : []
         )
+        const keyDigest = (yield* AI.EffectKey.sha256Hex(key)).slice(0, 16)
         expect(outcomes).toEqual([
-          { toolName: "comment", key, outcome: "applied", toolCallId: "call_0_0" },
-          { toolName: "comment", key, outcome: "recorded", toolCallId: "call_1_0" }
+          { toolName: "comment", keyDigest, outcome: "applied", toolCallId: "call_0_0" },
+          { toolName: "comment", keyDigest, outcome: "recorded", toolCallId: "call_1_0" }
         ])
+      })
+    ))
+
+  it.effect("a key built from 1 MB of input reaches the client as a 16-digit digest; with exposeKey the client gets the key", () =>
+    withStore((store) =>
+      Effect.gen(function*() {
+        const tracker = yield* makeTracker
+        const secretive = AI.effectTool(commentDef, ({ issue, body }) => tracker.post(issue, body), { effectKey: ({ body }) => `comment:${body}` })
+        const body = "x".repeat(1_000_000)
+        const { chunks } = yield* runChat(store, [secretive], [{ toolCalls: [commentOn(7, body)] }, { text: "Done" }])
+        const [event] = chunks.flatMap((chunk: StreamChunk) => chunk.type === "CUSTOM" && chunk.name === AI.effectOutcomeEvent ? [chunk.value] : [])
+        expect(event).toEqual({ toolName: "comment", keyDigest: expect.stringMatching(/^[0-9a-f]{16}$/), outcome: "applied", toolCallId: "call_0_0" })
+        expect(JSON.stringify(event).length).toBeLessThan(200)
+
+        const exposed = AI.effectTool(commentDef, ({ issue }) => tracker.post(issue, "short"), { effectKey: ({ issue }) => `comment:${issue}`, exposeKey: true })
+        const second = yield* runChat(store, [exposed], [{ toolCalls: [commentOn(8)] }, { text: "Done" }])
+        expect(second.chunks.flatMap((chunk: StreamChunk) => chunk.type === "CUSTOM" && chunk.name === AI.effectOutcomeEvent ? [chunk.value] : []))
+          .toEqual([{ toolName: "comment", key: "comment:8", outcome: "applied", toolCallId: "call_0_0" }])
       })
     ))
 })

@@ -17,8 +17,8 @@
  */
 import { chatParamsFromRequestBody, resumeServerSentEventsResponse, toServerSentEventsResponse } from "@tanstack/ai"
 import type { StreamChunk } from "@tanstack/ai"
-import { Effect, Schema, Stream } from "effect"
-import { HttpServerRequest, HttpServerResponse } from "effect/http"
+import { ByteSize, Effect, Predicate, Schema, Stream } from "effect"
+import { HttpIncomingMessage, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { type ChatRequestParams, fromChatParams } from "../Chat.ts"
 import { toServerSentEvents } from "../ServerSentEvents.ts"
 import { StreamLog } from "../StreamLog.ts"
@@ -43,12 +43,45 @@ import { StreamLog } from "../StreamLog.ts"
  * @category errors
  */
 export class ChatRequestError extends Schema.TaggedError<ChatRequestError>()("ChatRequestError", {
+  /** What is wrong: the body is larger than the route reads, is not JSON, or is not an AG-UI run input. */
+  reason: Schema.Literals(["too-large", "not-json", "not-a-run"]),
   cause: Schema.Defect()
 }) {
   override get message(): string {
-    return `Invalid AG-UI request body: ${this.cause instanceof Error ? this.cause.message : String(this.cause)}`
+    if (this.reason === "too-large") return `The request body is larger than the route reads (${describeCause(this.cause)})`
+    if (this.reason === "not-json") return `The request body is not JSON: ${describeCause(this.cause)}`
+    return `Invalid AG-UI request body: ${describeCause(this.cause)}`
   }
 }
+
+/** The innermost message of a cause: the parser's reason, not the wrapper's tag. */
+const describeCause = (cause: unknown): string => {
+  let current = cause
+  for (let depth = 0; depth < 8; depth++) {
+    const inner = Predicate.hasProperty(current, "reason") && Predicate.isObject(current.reason) ? current.reason : undefined
+    const next = inner ?? (Predicate.hasProperty(current, "cause") ? current.cause : undefined)
+    if (next === undefined || next === null) break
+    current = next
+  }
+  return current instanceof Error ? current.message : String(current)
+}
+
+/**
+ * How large a request body {@link requestParams} reads when the server sets
+ * no `MaxBodySize` of its own: 8 MiB, a long conversation with images. A
+ * larger body is refused with a 413 before it is read whole.
+ *
+ * @example
+ * ```ts
+ * import { ChatRoute } from "@tanstack/ai-effect/http"
+ *
+ * ChatRoute.defaultMaxBodySize // 8 MiB, in bytes
+ * ```
+ *
+ * @since 0.1.0
+ * @category request
+ */
+export const defaultMaxBodySize = 8 * 1024 * 1024
 
 /**
  * Reads the current request's body as an AG-UI run input, with core's
@@ -72,11 +105,19 @@ export class ChatRequestError extends Schema.TaggedError<ChatRequestError>()("Ch
 export const requestParams: Effect.Effect<ChatRequestParams, ChatRequestError, HttpServerRequest.HttpServerRequest> =
   Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
-    const body = yield* Effect.mapError(request.json, (cause) => new ChatRequestError({ cause }))
+    const limit = (yield* HttpIncomingMessage.MaxBodySize) ?? ByteSize.bytes(defaultMaxBodySize)
+    const text = yield* request.text.pipe(
+      Effect.provideService(HttpIncomingMessage.MaxBodySize, limit),
+      Effect.mapError((cause) => new ChatRequestError({ reason: isTooLarge(cause) ? "too-large" : "not-json", cause }))
+    )
+    const body = yield* Effect.try({
+      try: (): unknown => JSON.parse(text),
+      catch: (cause) => new ChatRequestError({ reason: "not-json", cause })
+    })
     const params = yield* Effect.tryPromise({
       // Core's reader of a parsed body; its failure says which field is wrong.
       try: () => chatParamsFromRequestBody(body),
-      catch: (cause) => new ChatRequestError({ cause })
+      catch: (cause) => new ChatRequestError({ reason: "not-a-run", cause })
     })
     return fromChatParams(params)
   })
@@ -135,8 +176,15 @@ export const handler = <E, R>(
 ): Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest | R> =>
   requestParams.pipe(
     Effect.flatMap((params) => response(run(params))),
-    Effect.catchTag("ChatRequestError", (error) => Effect.succeed(HttpServerResponse.text(error.message, { status: 400 })))
+    Effect.catchTag("ChatRequestError", requestRefused)
   )
+
+/** A 413 for a body too large to read, a 400 for one that is not a run. */
+const requestRefused = (error: ChatRequestError) =>
+  Effect.succeed(HttpServerResponse.text(error.message, { status: error.reason === "too-large" ? 413 : 400 }))
+
+const isTooLarge = (cause: unknown): boolean =>
+  Predicate.hasProperty(cause, "reason") && Predicate.hasProperty(cause.reason, "reason") && cause.reason.reason === "BodyTooLarge"
 
 /** The run and resume offset a request names, read as core's adapters read them (see `AI.StreamLog.requestOf`). */
 const logRequestOf = (request: HttpServerRequest.HttpServerRequest) => {
@@ -205,7 +253,7 @@ export const resumableHandler = <E, R>(
     return HttpServerResponse.fromWeb(toServerSentEventsResponse(chunks, { durability: { adapter } }))
   }).pipe(
     Effect.catchTags({
-      ChatRequestError: textResponse(400),
+      ChatRequestError: requestRefused,
       InvalidOffset: textResponse(400),
       UnknownRun: textResponse(404),
       StreamLogError: textResponse(503)

@@ -8,7 +8,7 @@ import { fetchServerSentEvents, useChat } from '@tanstack/ai-react'
 import { useCallback, useEffect, useState } from 'react'
 
 interface Outcome {
-  readonly key: string
+  readonly keyDigest: string
   readonly outcome: string
 }
 
@@ -30,9 +30,9 @@ export function App() {
     connection: fetchServerSentEvents('/api/chat'),
     onCustomEvent: (name, data, { toolCallId }) => {
       if (toolCallId === undefined) return
-      const value = data as { progress?: unknown; key?: string; outcome?: string }
+      const value = data as { progress?: unknown; keyDigest?: string; outcome?: string }
       if (name === 'tool-progress') setProgress((all) => ({ ...all, [toolCallId]: value.progress }))
-      if (name === 'effect-outcome') setOutcomes((all) => ({ ...all, [toolCallId]: { key: value.key!, outcome: value.outcome! } }))
+      if (name === 'effect-outcome') setOutcomes((all) => ({ ...all, [toolCallId]: { keyDigest: value.keyDigest!, outcome: value.outcome! } }))
     },
   })
 
@@ -88,7 +88,7 @@ export function App() {
                         </span>
                       )}
                     </div>
-                    {outcome && <div className="key" title="effect key">key {outcome.key}</div>}
+                    {outcome && <div className="key" title="a digest of the effect key">key {outcome.keyDigest}</div>}
                     {progress[part.id] !== undefined && result === undefined && (
                       <div className="progress" data-testid="progress">{JSON.stringify(progress[part.id])}</div>
                     )}
