@@ -11,6 +11,7 @@ import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { benchChat, benchMemory, benchSharing, type PairResult } from './chat.ts'
 import { benchDurable } from './durable.ts'
+import { benchResumable } from './resumable.ts'
 import { benchHttp, type HttpRow } from './http.ts'
 import { benchProcesses, benchStores, type StoreRow } from './stores.ts'
 
@@ -23,6 +24,18 @@ console.table(chat.map((row) => ({ case: row.case, 'raw µs': row.rawMicros.toFi
 
 const durable = await benchDurable({ quick })
 console.table(durable.map((row) => ({ case: row.case, 'plain µs': row.rawMicros.toFixed(0), 'durable µs': row.oursMicros.toFixed(0), ratio: row.ratio.toFixed(2) })))
+
+const resumable = await benchResumable({ quick })
+console.table(resumable.map((row) => ({
+  case: row.case,
+  'plain µs': row.rawMicros.toFixed(0),
+  'durable µs': row.oursMicros.toFixed(0),
+  ratio: row.ratio.toFixed(2),
+  'requests/s plain': (1e6 / row.rawMicros).toFixed(0),
+  'requests/s durable': (1e6 / row.oursMicros).toFixed(0),
+  'appends per run': row.appendsPerRun,
+  'statements per append': row.statementsPerAppend ?? '—',
+})))
 
 const stores = await benchStores(quick ? { rounds: 3, perRound: 100 } : { rounds: 7, perRound: 500 })
 const trips = (value: number | undefined) => value === undefined ? '—' : value.toFixed(value % 1 === 0 ? 0 : 2)
@@ -71,6 +84,7 @@ const results = {
   cpuModel: cpus()[0]?.model,
   chat,
   durable,
+  resumable,
   stores,
   http,
   sharing,
@@ -139,6 +153,11 @@ const table = [
   '| --- | --- | --- | --- |',
   ...durable.map((row) =>
     `| ${row.case} | ${row.rawMicros.toFixed(0)} µs | ${row.oursMicros.toFixed(0)} µs | ${row.ratio.toFixed(2)}x (${row.ratioMin.toFixed(2)}–${row.ratioMax.toFixed(2)}) |`),
+  '',
+  '| resumable chat, one client at a time | without durability | with durability | ratio (spread) | requests/s without, with | appends per run | statements per append |',
+  '| --- | --- | --- | --- | --- | --- | --- |',
+  ...resumable.map((row) =>
+    `| ${row.case} | ${row.rawMicros.toFixed(0)} µs | ${row.oursMicros.toFixed(0)} µs | ${row.ratio.toFixed(2)}x (${row.ratioMin.toFixed(2)}–${row.ratioMax.toFixed(2)}) | ${(1e6 / row.rawMicros).toFixed(0)}, ${(1e6 / row.oursMicros).toFixed(0)} | ${row.appendsPerRun} | ${row.statementsPerAppend ?? '—'} |`),
   '',
   '| store | case | raw requests | raw driver | our requests | the store alone | effect tool | ratio | target |',
   '| --- | --- | --- | --- | --- | --- | --- | --- | --- |',

@@ -16,7 +16,7 @@ const out = join(root, 'docs', 'api')
 const modules: ReadonlyArray<{ readonly importPath: string; readonly files: ReadonlyArray<string> }> = [
   {
     importPath: '@tanstack/ai-effect',
-    files: ['Chat.ts', 'ServerTool.ts', 'ToolSchema.ts', 'EffectTool.ts', 'EffectToolError.ts', 'EffectLease.ts', 'StreamLog.ts', 'EffectStore.ts', 'EffectKey.ts', 'EffectMarker.ts', 'RunContext.ts', 'Agent.ts', 'Activities.ts', 'AiError.ts', 'ServerSentEvents.ts'],
+    files: ['Chat.ts', 'ServerTool.ts', 'ToolSchema.ts', 'EffectTool.ts', 'EffectToolError.ts', 'EffectLease.ts', 'StreamLog.ts', 'Locks.ts', 'EffectStore.ts', 'EffectKey.ts', 'EffectMarker.ts', 'RunContext.ts', 'Agent.ts', 'Activities.ts', 'AiError.ts', 'ServerSentEvents.ts'],
   },
   { importPath: '@tanstack/ai-effect/sqlite', files: ['sqlite/SqliteEffectStore.ts', 'sqlite/SqliteStreamLog.ts'] },
   { importPath: '@tanstack/ai-effect/sql', files: ['sql/SqlEffectStore.ts', 'sql/SqlStreamLog.ts'] },

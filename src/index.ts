@@ -85,6 +85,8 @@ export {
   UnknownRun
 } from "./StreamLog.ts"
 
+export { LockLost, Locks, type LocksOptions, LockTimeout } from "./Locks.ts"
+
 // Activities
 export {
   embed,
