@@ -16,10 +16,10 @@ const out = join(root, 'docs', 'api')
 const modules: ReadonlyArray<{ readonly importPath: string; readonly files: ReadonlyArray<string> }> = [
   {
     importPath: '@tanstack/ai-effect',
-    files: ['Chat.ts', 'ServerTool.ts', 'ToolSchema.ts', 'EffectTool.ts', 'EffectToolError.ts', 'EffectLease.ts', 'StreamLog.ts', 'Locks.ts', 'EffectStore.ts', 'EffectKey.ts', 'EffectMarker.ts', 'RunContext.ts', 'Agent.ts', 'Activities.ts', 'AiError.ts', 'ServerSentEvents.ts'],
+    files: ['Chat.ts', 'ServerTool.ts', 'ToolSchema.ts', 'EffectTool.ts', 'EffectToolError.ts', 'EffectLease.ts', 'StreamLog.ts', 'Locks.ts', 'ThreadStore.ts', 'EffectStore.ts', 'EffectKey.ts', 'EffectMarker.ts', 'RunContext.ts', 'Agent.ts', 'Activities.ts', 'AiError.ts', 'ServerSentEvents.ts'],
   },
-  { importPath: '@tanstack/ai-effect/sqlite', files: ['sqlite/SqliteEffectStore.ts', 'sqlite/SqliteStreamLog.ts'] },
-  { importPath: '@tanstack/ai-effect/sql', files: ['sql/SqlEffectStore.ts', 'sql/SqlStreamLog.ts'] },
+  { importPath: '@tanstack/ai-effect/sqlite', files: ['sqlite/SqliteEffectStore.ts', 'sqlite/SqliteStreamLog.ts', 'sqlite/SqliteThreadStore.ts'] },
+  { importPath: '@tanstack/ai-effect/sql', files: ['sql/SqlEffectStore.ts', 'sql/SqlStreamLog.ts', 'sql/SqlThreadStore.ts'] },
   { importPath: '@tanstack/ai-effect/redis', files: ['redis/RedisEffectStore.ts', 'redis/RedisStreamLog.ts'] },
   { importPath: '@tanstack/ai-effect/http', files: ['http/ChatRoute.ts'] },
   { importPath: '@tanstack/ai-effect/durable', files: ['durable/DurableAgent.ts', 'durable/DurableEngine.ts', 'durable/DurableRunStore.ts', 'durable/DurableRunError.ts'] },

@@ -85,6 +85,7 @@ export {
   UnknownRun
 } from "./StreamLog.ts"
 
+export { type Thread, ThreadStore, type ThreadStoreBackend, ThreadStoreError, type ThreadStoreOptions } from "./ThreadStore.ts"
 export { LockLost, Locks, type LocksOptions, LockTimeout } from "./Locks.ts"
 
 // Activities

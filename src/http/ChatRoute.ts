@@ -17,11 +17,12 @@
  */
 import { chatParamsFromRequestBody, resumeServerSentEventsResponse, toServerSentEventsResponse } from "@tanstack/ai"
 import type { StreamChunk } from "@tanstack/ai"
-import { ByteSize, Effect, Predicate, Schema, Stream } from "effect"
+import { ByteSize, Effect, Option, Predicate, Schema, Stream } from "effect"
 import { HttpIncomingMessage, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { type ChatRequestParams, fromChatParams } from "../Chat.ts"
 import { toServerSentEvents } from "../ServerSentEvents.ts"
 import { StreamLog } from "../StreamLog.ts"
+import { ThreadStore } from "../ThreadStore.ts"
 
 /**
  * The request's body is not JSON, or not an AG-UI run input (a thread id, a
@@ -259,3 +260,73 @@ export const resumableHandler = <E, R>(
       StreamLogError: textResponse(503)
     })
   )
+
+/**
+ * The hydrate GET of `useChat({ threadId, persistence: true })`: answers
+ * `?threadId` with the thread as the client reads it, `{ messages,
+ * activeRun, interrupts }` as JSON. A thread nothing was saved to (or whose
+ * retention passed) is a 404, which the client reads as an empty thread; a
+ * store that cannot answer is a 503.
+ *
+ * @example
+ * ```ts
+ * import { ChatRoute } from "@tanstack/ai-effect/http"
+ * import { HttpRouter } from "effect/http"
+ *
+ * // Provide AI.ThreadStore (for example layerSqliteThreadStore) to the server.
+ * const Threads = HttpRouter.add("GET", "/api/chat", ChatRoute.hydrate)
+ * ```
+ *
+ * @since 0.1.0
+ * @category handlers
+ */
+export const hydrate: Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest | ThreadStore> = Effect.gen(
+  function*() {
+    const request = yield* HttpServerRequest.HttpServerRequest
+    const threadId = new URL(request.url, "http://route.invalid").searchParams.get("threadId")
+    if (threadId === null || threadId === "") return HttpServerResponse.text("A hydrate needs ?threadId", { status: 400 })
+    const thread = yield* (yield* ThreadStore).load(threadId)
+    if (Option.isNone(thread)) return HttpServerResponse.text(`No thread ${threadId} is stored`, { status: 404 })
+    return HttpServerResponse.jsonUnsafe(thread.value)
+  }
+).pipe(Effect.catchTag("ThreadStoreError", textResponse(503)))
+
+/**
+ * The whole route of a chat whose threads live on the server, for `POST`
+ * and `GET` on one path, as `useChat({ threadId, persistence: true })` with
+ * `fetchServerSentEvents` uses it: a run is served through its delivery log
+ * (see {@link resumableHandler}) and kept in its thread (see
+ * `AI.ThreadStore.persist`); a `GET` with `?threadId` and no offset is the
+ * {@link hydrate} of that thread. Needs `AI.StreamLog` and `AI.ThreadStore`.
+ *
+ * @example
+ * ```ts
+ * import * as AI from "@tanstack/ai-effect"
+ * import { ChatRoute } from "@tanstack/ai-effect/http"
+ * import { layerSqliteStreamLog, layerSqliteThreadStore } from "@tanstack/ai-effect/sqlite"
+ * import { scriptedText } from "@tanstack/ai-effect/testing"
+ * import { Layer } from "effect"
+ * import { HttpRouter } from "effect/http"
+ *
+ * const adapter = scriptedText([{ text: "Hello!" }])
+ * const chat = ChatRoute.persistentHandler((params) => AI.chat({ adapter, ...params }))
+ *
+ * export const Api = Layer.mergeAll(HttpRouter.add("POST", "/api/chat", chat), HttpRouter.add("GET", "/api/chat", chat)).pipe(
+ *   Layer.provide(layerSqliteStreamLog({ filename: ".data/chat.db" })),
+ *   Layer.provide(layerSqliteThreadStore({ filename: ".data/chat.db" }))
+ * )
+ * ```
+ *
+ * @since 0.1.0
+ * @category handlers
+ */
+export const persistentHandler = <E, R>(
+  run: (params: ChatRequestParams) => Stream.Stream<StreamChunk, E, R>
+): Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest | StreamLog | ThreadStore | R> => {
+  const resumable = resumableHandler((params) => run(params).pipe(ThreadStore.persist(params)))
+  return Effect.flatMap(Effect.service(HttpServerRequest.HttpServerRequest), (request) => {
+    const named = logRequestOf(request)
+    const asksThread = request.method === "GET" && new URL(request.url, "http://route.invalid").searchParams.has("threadId")
+    return asksThread && (named.offset === null || named.offset === undefined) ? hydrate : resumable
+  })
+}

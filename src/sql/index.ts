@@ -7,3 +7,4 @@
  */
 export { layerSql, makeSqlStore, type SqlStoreOptions } from "./SqlEffectStore.ts"
 export { layerSqlStreamLog, makeSqlStreamLog, type SqlStreamLogOptions } from "./SqlStreamLog.ts"
+export { layerSqlThreadStore, makeSqlThreadStore, type SqlThreadStoreOptions } from "./SqlThreadStore.ts"

@@ -7,3 +7,4 @@
  */
 export { layerSqlite, type SqliteStoreOptions } from "./SqliteEffectStore.ts"
 export { layerSqliteStreamLog, type SqliteStreamLogOptions } from "./SqliteStreamLog.ts"
+export { layerSqliteThreadStore, type SqliteThreadStoreOptions } from "./SqliteThreadStore.ts"

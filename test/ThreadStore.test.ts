@@ -1,0 +1,135 @@
+/**
+ * Threads on the server: the store's compare-and-set on the active run, on
+ * memory and SQLite, and the whole persistent route driven by the real
+ * `@tanstack/ai-client` with `persistence: true`: a second client hydrates
+ * the transcript, and tails a run that is still answering.
+ */
+import { mkdtempSync } from "node:fs"
+import { createServer } from "node:http"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { NodeHttpServer } from "@effect/platform-node"
+import { describe, expect, it } from "@effect/vitest"
+import type { AnyTextAdapter, StreamChunk } from "@tanstack/ai"
+import { ChatClient, fetchServerSentEvents } from "@tanstack/ai-client"
+import * as AI from "@tanstack/ai-effect"
+import { ChatRoute } from "@tanstack/ai-effect/http"
+import { layerSqliteThreadStore } from "@tanstack/ai-effect/sqlite"
+import { scriptedText } from "@tanstack/ai-effect/testing"
+import { Context, Effect, Layer, Option } from "effect"
+import { HttpRouter, HttpServer } from "effect/http"
+
+const stores: ReadonlyArray<readonly [string, () => Layer.Layer<AI.ThreadStore, unknown>]> = [
+  ["memory", () => AI.ThreadStore.layerMemory()],
+  ["SQLite", () => layerSqliteThreadStore({ filename: join(mkdtempSync(join(tmpdir(), "ai-effect-threads-")), "chat.db") })]
+]
+
+for (const [name, layer] of stores) {
+  describe(`AI.ThreadStore on ${name}`, () => {
+    it.effect("a run's save at its end is a compare-and-set on the active run: a run that ended after a newer one started saves nothing", () =>
+      Effect.gen(function*() {
+        const threads = yield* AI.ThreadStore
+        const thread = (runId: string | null, text: string): AI.Thread => ({
+          messages: [{ id: text, role: "user", parts: [{ type: "text", content: text }] }],
+          activeRun: runId === null ? null : { runId },
+          interrupts: null
+        })
+        expect(yield* threads.load("thread-1")).toEqual(Option.none())
+        yield* threads.save("thread-1", thread("run-1", "first"))
+        yield* threads.save("thread-1", thread("run-2", "second"))
+        expect(yield* threads.save("thread-1", thread(null, "late"), { whileRun: "run-1" })).toBe(false)
+        expect(yield* threads.save("thread-1", thread(null, "done"), { whileRun: "run-2" })).toBe(true)
+        expect(yield* threads.load("thread-1")).toEqual(Option.some(thread(null, "done")))
+      }).pipe(Effect.provide(layer())))
+  })
+}
+
+/**
+ * The scripted model, its stream held after its `holdAfter`-th delta until
+ * `release` is called. Core's durable encoder appends up to 32 chunks at a
+ * time, so a hold past the first batch leaves part of the answer in the log.
+ */
+const heldModel = (deltas: ReadonlyArray<string>, holdAfter: number) => {
+  const model = scriptedText([{ text: deltas }])
+  const { promise: released, resolve: release } = Promise.withResolvers<void>()
+  const { promise: holding, resolve: hold } = Promise.withResolvers<void>()
+  const adapter: AnyTextAdapter = Object.create(model, {
+    chatStream: {
+      value: (options: Parameters<AnyTextAdapter["chatStream"]>[0]) =>
+        (async function*() {
+          let deltasSeen = 0
+          for await (const chunk of model.chatStream(options) as AsyncIterable<StreamChunk>) {
+            yield chunk
+            if (chunk.type === "TEXT_MESSAGE_CONTENT" && ++deltasSeen === holdAfter) {
+              hold()
+              await released
+            }
+          }
+        })()
+    }
+  })
+  return { adapter, holding, release: () => release() }
+}
+
+const serve = (adapter: AnyTextAdapter) =>
+  Effect.gen(function*() {
+    const route = ChatRoute.persistentHandler((params) => AI.chat({ adapter, ...params }))
+    const context = yield* Layer.build(
+      HttpRouter.serve(Layer.mergeAll(HttpRouter.add("POST", "/api/chat", route), HttpRouter.add("GET", "/api/chat", route)), {
+        disableListenLog: true,
+        disableLogger: true
+      }).pipe(
+        Layer.provide(Layer.mergeAll(AI.StreamLog.layerMemory(), AI.ThreadStore.layerMemory())),
+        Layer.provideMerge(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" }))
+      )
+    )
+    return `${HttpServer.formatAddress(Context.get(context, HttpServer.HttpServer).address)}/api/chat`
+  })
+
+const textOf = (client: ChatClient) =>
+  client.getMessages().map((message) => `${message.role}: ${message.parts.flatMap((part) => part.type === "text" ? [part.content] : []).join("")}`)
+
+describe("ChatRoute.persistentHandler with @tanstack/ai-client and persistence: true", () => {
+  it.live("a second client on the thread hydrates the transcript the first one produced, asking the model nothing", () =>
+    Effect.gen(function*() {
+      const model = scriptedText([{ text: ["Hello", " there."] }])
+      const url = yield* serve(model)
+      const first = new ChatClient({ connection: fetchServerSentEvents(url), threadId: "thread-hydrate", persistence: true })
+      yield* Effect.promise(() => first.sendMessage("Hi"))
+      expect(textOf(first)).toEqual(["user: Hi", "assistant: Hello there."])
+
+      const second = new ChatClient({ connection: fetchServerSentEvents(url), threadId: "thread-hydrate", persistence: true })
+      second.attach()
+      yield* Effect.promise(() => expect.poll(() => textOf(second)).toEqual(["user: Hi", "assistant: Hello there."]))
+      expect(model.turns).toHaveLength(1)
+    }).pipe(Effect.scoped))
+
+  it.live("a client that mounts while a run answers tails it: the active run comes with the hydrate, and the answer arrives whole", () =>
+    Effect.gen(function*() {
+      const words = Array.from({ length: 40 }, (_, index) => `w${index} `)
+      const { adapter, holding, release } = heldModel(words, 36)
+      const url = yield* serve(adapter)
+      const first = new ChatClient({ connection: fetchServerSentEvents(url), threadId: "thread-tail", persistence: true })
+      const sent = first.sendMessage("Count")
+      yield* Effect.promise(() => holding)
+      const hydrated = yield* Effect.promise(() => fetch(`${url}?threadId=thread-tail`).then((response) => response.json()))
+      expect(hydrated).toMatchObject({ activeRun: { runId: expect.any(String) }, messages: [{ role: "user" }] })
+
+      const second = new ChatClient({ connection: fetchServerSentEvents(url), threadId: "thread-tail", persistence: true })
+      second.attach()
+      // While the run is held, the second client already shows the part in the log: it tails the run.
+      yield* Effect.promise(() => expect.poll(() => textOf(second).find((line) => line.startsWith("assistant: w0 w1 "))).toBeDefined())
+      expect(textOf(second)).not.toContain(`assistant: ${words.join("")}`)
+      release()
+      yield* Effect.promise(() => sent)
+      yield* Effect.promise(() => expect.poll(() => textOf(second)).toContain(`assistant: ${words.join("")}`))
+    }).pipe(Effect.scoped))
+
+  it.live("a thread nothing was saved to is a 404, and a GET without a thread or an offset is a 400", () =>
+    Effect.gen(function*() {
+      const url = yield* serve(scriptedText([{ text: "never" }]))
+      const status = (query: string) => Effect.promise(() => fetch(`${url}${query}`).then((response) => response.status))
+      expect(yield* status("?threadId=thread-nobody")).toBe(404)
+      expect(yield* status("")).toBe(400)
+    }).pipe(Effect.scoped))
+})
