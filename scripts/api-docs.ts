@@ -20,7 +20,7 @@ const modules: ReadonlyArray<{ readonly importPath: string; readonly files: Read
   },
   { importPath: '@tanstack/ai-effect/sqlite', files: ['sqlite/SqliteEffectStore.ts', 'sqlite/SqliteStreamLog.ts', 'sqlite/SqliteThreadStore.ts'] },
   { importPath: '@tanstack/ai-effect/sql', files: ['sql/SqlEffectStore.ts', 'sql/SqlStreamLog.ts', 'sql/SqlThreadStore.ts'] },
-  { importPath: '@tanstack/ai-effect/redis', files: ['redis/RedisEffectStore.ts', 'redis/RedisStreamLog.ts'] },
+  { importPath: '@tanstack/ai-effect/redis', files: ['redis/RedisEffectStore.ts', 'redis/RedisStreamLog.ts', 'redis/RedisThreadStore.ts'] },
   { importPath: '@tanstack/ai-effect/http', files: ['http/ChatRoute.ts'] },
   { importPath: '@tanstack/ai-effect/durable', files: ['durable/DurableAgent.ts', 'durable/DurableEngine.ts', 'durable/DurableRunStore.ts', 'durable/DurableRunError.ts'] },
   {

@@ -16,33 +16,12 @@ import * as AI from "@tanstack/ai-effect"
 import { ChatRoute } from "@tanstack/ai-effect/http"
 import { layerSqliteThreadStore } from "@tanstack/ai-effect/sqlite"
 import { scriptedText } from "@tanstack/ai-effect/testing"
-import { Context, Effect, Layer, Option } from "effect"
+import { Context, Effect, Layer } from "effect"
 import { HttpRouter, HttpServer } from "effect/http"
+import { describeThreadStore } from "./support/threads.ts"
 
-const stores: ReadonlyArray<readonly [string, () => Layer.Layer<AI.ThreadStore, unknown>]> = [
-  ["memory", () => AI.ThreadStore.layerMemory()],
-  ["SQLite", () => layerSqliteThreadStore({ filename: join(mkdtempSync(join(tmpdir(), "ai-effect-threads-")), "chat.db") })]
-]
-
-for (const [name, layer] of stores) {
-  describe(`AI.ThreadStore on ${name}`, () => {
-    it.effect("a run's save at its end is a compare-and-set on the active run: a run that ended after a newer one started saves nothing", () =>
-      Effect.gen(function*() {
-        const threads = yield* AI.ThreadStore
-        const thread = (runId: string | null, text: string): AI.Thread => ({
-          messages: [{ id: text, role: "user", parts: [{ type: "text", content: text }] }],
-          activeRun: runId === null ? null : { runId },
-          interrupts: null
-        })
-        expect(yield* threads.load("thread-1")).toEqual(Option.none())
-        yield* threads.save("thread-1", thread("run-1", "first"))
-        yield* threads.save("thread-1", thread("run-2", "second"))
-        expect(yield* threads.save("thread-1", thread(null, "late"), { whileRun: "run-1" })).toBe(false)
-        expect(yield* threads.save("thread-1", thread(null, "done"), { whileRun: "run-2" })).toBe(true)
-        expect(yield* threads.load("thread-1")).toEqual(Option.some(thread(null, "done")))
-      }).pipe(Effect.provide(layer())))
-  })
-}
+describeThreadStore("memory", () => AI.ThreadStore.layerMemory())
+describeThreadStore("SQLite", () => layerSqliteThreadStore({ filename: join(mkdtempSync(join(tmpdir(), "ai-effect-threads-")), "chat.db") }))
 
 /**
  * The scripted model, its stream held after its `holdAfter`-th delta until
@@ -71,9 +50,9 @@ const heldModel = (deltas: ReadonlyArray<string>, holdAfter: number) => {
   return { adapter, holding, release: () => release() }
 }
 
-const serve = (adapter: AnyTextAdapter) =>
+const serve = (adapter: AnyTextAdapter, options?: ChatRoute.RouteOptions) =>
   Effect.gen(function*() {
-    const route = ChatRoute.persistentHandler((params) => AI.chat({ adapter, ...params }))
+    const route = ChatRoute.persistentHandler((params) => AI.chat({ adapter, ...params }), options)
     const context = yield* Layer.build(
       HttpRouter.serve(Layer.mergeAll(HttpRouter.add("POST", "/api/chat", route), HttpRouter.add("GET", "/api/chat", route)), {
         disableListenLog: true,
@@ -131,5 +110,34 @@ describe("ChatRoute.persistentHandler with @tanstack/ai-client and persistence: 
       const status = (query: string) => Effect.promise(() => fetch(`${url}${query}`).then((response) => response.status))
       expect(yield* status("?threadId=thread-nobody")).toBe(404)
       expect(yield* status("")).toBe(400)
+    }).pipe(Effect.scoped))
+
+  it.live("authorize refuses a thread or a run the caller may not read with a 403: no hydrate, no run, no join", () =>
+    Effect.gen(function*() {
+      const model = scriptedText([{ text: "Hello." }])
+      const seen: Array<unknown> = []
+      const url = yield* serve(model, {
+        authorize: (request, target) => {
+          seen.push(target)
+          const user = request.headers["x-user"]
+          return Effect.succeed(user !== undefined && (target.threadId ?? target.runId ?? "").startsWith(`${user}:`))
+        }
+      })
+      const call = (query: string, user: string, init: RequestInit = {}) =>
+        Effect.promise(() =>
+          fetch(`${url}${query}`, { ...init, headers: { "x-user": user, "content-type": "application/json", ...init.headers } }).then(async (response) => ({
+            status: response.status,
+            text: await response.text()
+          }))
+        )
+      const body = JSON.stringify({ threadId: "alice:t1", runId: "alice:r1", messages: [{ id: "m1", role: "user", content: "Hi" }], tools: [], context: [] })
+      expect((yield* call("", "bob", { method: "POST", body })).status).toBe(403)
+      expect(model.turns).toHaveLength(0)
+      expect((yield* call("", "alice", { method: "POST", body })).status).toBe(200)
+      expect((yield* call("?threadId=alice:t1", "bob")).status).toBe(403)
+      expect((yield* call("?threadId=alice:t1", "alice")).status).toBe(200)
+      expect((yield* call("?runId=alice:r1&offset=-1", "bob")).status).toBe(403)
+      expect((yield* call("?runId=alice:r1&offset=-1", "alice")).text).toContain("Hello.")
+      expect(seen).toContainEqual({ threadId: "alice:t1", runId: "alice:r1" })
     }).pipe(Effect.scoped))
 })

@@ -201,6 +201,50 @@ const textResponse = (status: number) => (error: { readonly message: string }) =
   Effect.succeed(HttpServerResponse.text(error.message, { status }))
 
 /**
+ * Who may read or start what: the route asks before it starts a run
+ * (`threadId` and `runId` of the body), before it answers a resume or a join
+ * (the `runId` it names), and before a hydrate (the `threadId`). `false` is
+ * a 403, and nothing is read or started.
+ *
+ * @example
+ * ```ts
+ * import type { ChatRoute } from "@tanstack/ai-effect/http"
+ * import { Effect } from "effect"
+ *
+ * // Only the signed-in owner of a thread reads it (here: the thread id names its owner).
+ * const options: ChatRoute.RouteOptions = {
+ *   authorize: (request, { threadId }) => Effect.succeed(threadId === undefined || threadId.startsWith(`${request.headers["x-user"]}:`))
+ * }
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface RouteOptions<R = never> {
+  readonly authorize?:
+    | ((
+      request: HttpServerRequest.HttpServerRequest,
+      target: { readonly threadId?: string | undefined; readonly runId?: string | undefined }
+    ) => Effect.Effect<boolean, never, R>)
+    | undefined
+}
+
+/** Runs `then` when `authorize` allows the target, answers 403 otherwise. */
+const authorized = <A, E, R, R2>(
+  request: HttpServerRequest.HttpServerRequest,
+  options: RouteOptions<R2> | undefined,
+  target: { readonly threadId?: string | undefined; readonly runId?: string | undefined },
+  then: Effect.Effect<A, E, R>
+): Effect.Effect<A | HttpServerResponse.HttpServerResponse, E, R | R2> =>
+  options?.authorize === undefined
+    ? then
+    : Effect.flatMap(
+      options.authorize(request, target),
+      (allowed): Effect.Effect<A | HttpServerResponse.HttpServerResponse, E, R> =>
+        allowed ? then : Effect.succeed(HttpServerResponse.text("Forbidden", { status: 403 }))
+    )
+
+/**
  * A resumable chat route's handler, for `POST` and `GET` alike: a request
  * without a resume offset starts the run `run` makes of its AG-UI body,
  * storing every chunk in the run's delivery log before it is sent; a request
@@ -234,24 +278,30 @@ const textResponse = (status: number) => (error: { readonly message: string }) =
  * @since 0.1.0
  * @category handlers
  */
-export const resumableHandler = <E, R>(
-  run: (params: ChatRequestParams) => Stream.Stream<StreamChunk, E, R>
-): Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest | StreamLog | R> =>
+export const resumableHandler = <E, R, R2 = never>(
+  run: (params: ChatRequestParams) => Stream.Stream<StreamChunk, E, R>,
+  options?: RouteOptions<R2>
+): Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest | StreamLog | R | R2> =>
   Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
     const log = yield* StreamLog
     const named = logRequestOf(request)
     if (named.offset !== null && named.offset !== undefined) {
-      // Refused before anything streams: a bad offset is a 400, a run that is not stored a 404.
-      yield* log.check(named.runId, named.offset)
-      return HttpServerResponse.fromWeb(resumeServerSentEventsResponse({ adapter: yield* log.durability(named) }))
+      const offset = named.offset
+      return yield* authorized(request, options, { runId: named.runId }, Effect.gen(function*() {
+        // Refused before anything streams: a bad offset is a 400, a run that is not stored a 404.
+        yield* log.check(named.runId, offset)
+        return HttpServerResponse.fromWeb(resumeServerSentEventsResponse({ adapter: yield* log.durability(named) }))
+      }))
     }
     const params = yield* requestParams
     // The client's run id (X-Run-Id) when it sent one, the body's otherwise: the id it resumes by.
     const runId = request.headers["x-run-id"] ?? params.runId
-    const adapter = yield* log.durability({ runId, offset: null })
-    const chunks = yield* Stream.toAsyncIterableEffect(run(params))
-    return HttpServerResponse.fromWeb(toServerSentEventsResponse(chunks, { durability: { adapter } }))
+    return yield* authorized(request, options, { threadId: params.threadId, runId }, Effect.gen(function*() {
+      const adapter = yield* log.durability({ runId, offset: null })
+      const chunks = yield* Stream.toAsyncIterableEffect(run(params))
+      return HttpServerResponse.fromWeb(toServerSentEventsResponse(chunks, { durability: { adapter } }))
+    }))
   }).pipe(
     Effect.catchTags({
       ChatRequestError: requestRefused,
@@ -274,22 +324,26 @@ export const resumableHandler = <E, R>(
  * import { HttpRouter } from "effect/http"
  *
  * // Provide AI.ThreadStore (for example layerSqliteThreadStore) to the server.
- * const Threads = HttpRouter.add("GET", "/api/chat", ChatRoute.hydrate)
+ * const Threads = HttpRouter.add("GET", "/api/chat", ChatRoute.hydrate())
  * ```
  *
  * @since 0.1.0
  * @category handlers
  */
-export const hydrate: Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest | ThreadStore> = Effect.gen(
-  function*() {
+export const hydrate = <R2 = never>(
+  options?: RouteOptions<R2>
+): Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest | ThreadStore | R2> =>
+  Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
     const threadId = new URL(request.url, "http://route.invalid").searchParams.get("threadId")
     if (threadId === null || threadId === "") return HttpServerResponse.text("A hydrate needs ?threadId", { status: 400 })
-    const thread = yield* (yield* ThreadStore).load(threadId)
-    if (Option.isNone(thread)) return HttpServerResponse.text(`No thread ${threadId} is stored`, { status: 404 })
-    return HttpServerResponse.jsonUnsafe(thread.value)
-  }
-).pipe(Effect.catchTag("ThreadStoreError", textResponse(503)))
+    const threads = yield* ThreadStore
+    return yield* authorized(request, options, { threadId }, Effect.gen(function*() {
+      const thread = yield* threads.load(threadId)
+      if (Option.isNone(thread)) return HttpServerResponse.text(`No thread ${threadId} is stored`, { status: 404 })
+      return HttpServerResponse.jsonUnsafe(thread.value)
+    }))
+  }).pipe(Effect.catchTag("ThreadStoreError", textResponse(503)))
 
 /**
  * The whole route of a chat whose threads live on the server, for `POST`
@@ -320,13 +374,15 @@ export const hydrate: Effect.Effect<HttpServerResponse.HttpServerResponse, never
  * @since 0.1.0
  * @category handlers
  */
-export const persistentHandler = <E, R>(
-  run: (params: ChatRequestParams) => Stream.Stream<StreamChunk, E, R>
-): Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest | StreamLog | ThreadStore | R> => {
-  const resumable = resumableHandler((params) => run(params).pipe(ThreadStore.persist(params)))
+export const persistentHandler = <E, R, R2 = never>(
+  run: (params: ChatRequestParams) => Stream.Stream<StreamChunk, E, R>,
+  options?: RouteOptions<R2>
+): Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest | StreamLog | ThreadStore | R | R2> => {
+  const resumable = resumableHandler((params) => run(params).pipe(ThreadStore.persist(params)), options)
+  const hydrateThread = hydrate(options)
   return Effect.flatMap(Effect.service(HttpServerRequest.HttpServerRequest), (request) => {
     const named = logRequestOf(request)
     const asksThread = request.method === "GET" && new URL(request.url, "http://route.invalid").searchParams.has("threadId")
-    return asksThread && (named.offset === null || named.offset === undefined) ? hydrate : resumable
+    return asksThread && (named.offset === null || named.offset === undefined) ? hydrateThread : resumable
   })
 }

@@ -8,3 +8,4 @@
  */
 export { layerRedis, makeRedisStore, RedisPersistenceError, type RedisStoreOptions } from "./RedisEffectStore.ts"
 export { layerRedisStreamLog, makeRedisStreamLog, type RedisStreamLogOptions } from "./RedisStreamLog.ts"
+export { layerRedisThreadStore, makeRedisThreadStore, type RedisThreadStoreOptions } from "./RedisThreadStore.ts"
