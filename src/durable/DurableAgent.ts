@@ -467,9 +467,12 @@ export const make = <TAdapter extends AnyTextAdapter, const Tools extends Readon
   // The execution id of a generation depends on the run id alone (the idempotency key).
   const executionIdOf = (runId: string, generation: number) => workflow.executionId(payloadOf({ runId, messages: [] }, generation))
 
+  /** The run store's record of a run, if it was ever started. */
+  const find = (runId: string) => Effect.flatMap(Effect.service(DurableRunStore.DurableRunStore), (runs) => runs.find(runId))
+
   /** The record of a run, or `DurableRunNotFound`. */
   const known = (runId: string) =>
-    Effect.flatMap(Effect.service(DurableRunStore.DurableRunStore), (runs) => runs.find(runId)).pipe(
+    find(runId).pipe(
       Effect.flatMap(Option.match({
         onNone: () => Effect.fail(new DurableRunError.DurableRunNotFound({ runId })),
         onSome: Effect.succeed
@@ -505,7 +508,7 @@ export const make = <TAdapter extends AnyTextAdapter, const Tools extends Readon
     )
 
   const poll = (runId: string) =>
-    Effect.flatMap(Effect.service(DurableRunStore.DurableRunStore), (runs) => runs.find(runId)).pipe(
+    find(runId).pipe(
       Effect.flatMap(Option.match({
         onNone: () => Effect.succeedNone,
         onSome: (record) => pollGeneration(runId, record.generation)

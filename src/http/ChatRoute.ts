@@ -187,6 +187,9 @@ const requestRefused = (error: ChatRequestError) =>
 const isTooLarge = (cause: unknown): boolean =>
   Predicate.hasProperty(cause, "reason") && Predicate.hasProperty(cause.reason, "reason") && cause.reason.reason === "BodyTooLarge"
 
+/** The request's URL, absolute: the server's request carries the path and query only. */
+const urlOf = (request: HttpServerRequest.HttpServerRequest): URL => new URL(request.url, "http://route.invalid")
+
 /** The run and resume offset a request names, read as core's adapters read them (see `AI.StreamLog.requestOf`). */
 const logRequestOf = (request: HttpServerRequest.HttpServerRequest) => {
   const headers: Record<string, string> = {}
@@ -194,7 +197,7 @@ const logRequestOf = (request: HttpServerRequest.HttpServerRequest) => {
     const value = request.headers[name]
     if (value !== undefined) headers[name] = value
   }
-  return StreamLog.requestOf(new Request(new URL(request.url, "http://route.invalid"), { headers }))
+  return StreamLog.requestOf(new Request(urlOf(request), { headers }))
 }
 
 const textResponse = (status: number) => (error: { readonly message: string }) =>
@@ -335,7 +338,7 @@ export const hydrate = <R2 = never>(
 ): Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest | ThreadStore | R2> =>
   Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
-    const threadId = new URL(request.url, "http://route.invalid").searchParams.get("threadId")
+    const threadId = urlOf(request).searchParams.get("threadId")
     if (threadId === null || threadId === "") return HttpServerResponse.text("A hydrate needs ?threadId", { status: 400 })
     const threads = yield* ThreadStore
     return yield* authorized(request, options, { threadId }, Effect.gen(function*() {
@@ -382,7 +385,7 @@ export const persistentHandler = <E, R, R2 = never>(
   const hydrateThread = hydrate(options)
   return Effect.flatMap(Effect.service(HttpServerRequest.HttpServerRequest), (request) => {
     const named = logRequestOf(request)
-    const asksThread = request.method === "GET" && new URL(request.url, "http://route.invalid").searchParams.has("threadId")
+    const asksThread = request.method === "GET" && urlOf(request).searchParams.has("threadId")
     return asksThread && (named.offset === null || named.offset === undefined) ? hydrateThread : resumable
   })
 }
