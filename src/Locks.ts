@@ -15,7 +15,7 @@
  * @since 0.1.0
  */
 import type { LockStore } from "@tanstack/ai/locks"
-import { Cause, Context, Duration, Effect, Exit, Layer, Schema } from "effect"
+import { Cause, Context, Duration, Effect, Exit, Layer, Schema, type Scope } from "effect"
 import * as EffectLease from "./EffectLease.ts"
 import { EffectStore, type EffectStoreError } from "./EffectStore.ts"
 import type { EffectInProgress } from "./EffectToolError.ts"
@@ -144,6 +144,13 @@ export declare namespace Locks {
       key: string,
       body: Effect.Effect<A, E, R>
     ) => Effect.Effect<A, E | LockTimeout | LockLost | EffectStoreError, R>
+    /**
+     * Takes the lock `key` for the life of the scope (waiting up to
+     * `waitFor`), for a holder that outlives one Effect, such as a Stream.
+     * Answers the effect that keeps the lock's lease: run it beside the
+     * work; it fails with `LockLost` once the lock is lost.
+     */
+    readonly acquire: (key: string) => Effect.Effect<Effect.Effect<never, LockLost>, LockTimeout | EffectStoreError, Scope.Scope>
     /** Core's `LockStore`: `fn`'s signal aborts once the lock is lost. */
     readonly lockStore: LockStore
   }
@@ -154,20 +161,26 @@ const makeLocks = (store: EffectStore["Service"], context: Context.Context<never
   const waitFor = Duration.fromInputUnsafe(options?.waitFor ?? "30 seconds")
   const idOf = (key: string) => ({ tool: "@lock", key })
 
-  /** Holds the lock around `use`, which gets the effect that fails once the lock is lost. */
-  const held = <A, E, R>(key: string, use: (lost: Effect.Effect<never, LockLost>) => Effect.Effect<A, E, R>) =>
+  const acquire = (key: string) =>
     Effect.gen(function*() {
       const id = idOf(key)
-      const acquired = yield* EffectLease.acquire(store, id, { lease, waitFor }).pipe(
-        Effect.catchTag("EffectInProgress", (busy: EffectInProgress) => Effect.fail(new LockTimeout({ key, holder: busy.owner })))
+      const acquired = yield* Effect.acquireRelease(
+        EffectLease.acquire(store, id, { lease, waitFor }).pipe(
+          Effect.catchTag("EffectInProgress", (busy: EffectInProgress) => Effect.fail(new LockTimeout({ key, holder: busy.owner })))
+        ),
+        (acquired) => acquired._tag === "Claimed" ? EffectLease.release(store, id, acquired.fence) : Effect.void
       )
       // Nothing records under a lock's key; a record there is another writer's, and the lock is not to be had.
       if (acquired._tag === "Recorded") return yield* Effect.die(new Error(`The store holds a record under the lock key ${id.key}`))
-      const lost = EffectLease.keep(store, id, acquired, lease).pipe(Effect.mapError(() => new LockLost({ key })))
-      return yield* use(lost).pipe(Effect.ensuring(EffectLease.release(store, id, acquired.fence)))
+      return EffectLease.keep(store, id, acquired, lease).pipe(Effect.mapError(() => new LockLost({ key })))
     })
 
+  /** Holds the lock around `use`, which gets the effect that fails once the lock is lost. */
+  const held = <A, E, R>(key: string, use: (lost: Effect.Effect<never, LockLost>) => Effect.Effect<A, E, R>) =>
+    Effect.scoped(Effect.flatMap(acquire(key), use))
+
   return {
+    acquire,
     withLock: (key, body) => held(key, (lost) => Effect.raceFirst(body, lost)),
     lockStore: {
       withLock: (key, fn) =>

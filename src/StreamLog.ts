@@ -191,6 +191,12 @@ export interface StreamLogOptions {
    * may start a moment after a second tab joins. Default 1 second.
    */
   readonly firstChunkDeadline?: Duration.Input | undefined
+  /**
+   * How often a running run looks whether its log was closed by a cancel
+   * from another request or process (see `StreamLog.cancel`). Default 250
+   * milliseconds: one indexed read per interval while a run runs.
+   */
+  readonly endedPollInterval?: Duration.Input | undefined
 }
 
 const offsetPrefix = "ai-effect:v1:"
@@ -379,11 +385,26 @@ export declare namespace StreamLog {
      * `UnknownRun` with a 404, before it streams anything.
      */
     readonly check: (runId: string, offset: string) => Effect.Effect<void, InvalidOffset | UnknownRun | StreamLogError>
+    /**
+     * Stops a run from any process: takes its log over (a new epoch, so that
+     * nothing the run's producer sends afterwards is stored), appends core's
+     * `RUN_ERROR` for a cancelled run (code `cancelled`), so that every
+     * reader ends, and closes the log. Answers `false` when the log was
+     * already closed (the run had ended). The process running the run sees
+     * the log closed (see {@link ended}) and interrupts it.
+     */
+    readonly cancel: (runId: string) => Effect.Effect<boolean, UnknownRun | StreamLogError>
+    /**
+     * Completes once the run's log is closed, by its producer or by a
+     * {@link cancel} from any process: it looks every `endedPollInterval`.
+     */
+    readonly ended: (runId: string) => Effect.Effect<void, StreamLogError>
   }
 }
 
 const makeService = (backend: StreamLogBackend, options: StreamLogOptions | undefined, context: Context.Context<never>): StreamLog.Service => {
   const firstChunkDeadline = Duration.toMillis(Duration.fromInputUnsafe(options?.firstChunkDeadline ?? "1 second"))
+  const endedPollInterval = Duration.fromInputUnsafe(options?.endedPollInterval ?? "250 millis")
   const run = <A, E>(effect: Effect.Effect<A, E>, signal?: AbortSignal) =>
     Effect.runPromiseWith(context)(effect, signal === undefined ? undefined : { signal })
 
@@ -492,8 +513,39 @@ const makeService = (backend: StreamLogBackend, options: StreamLogOptions | unde
       return Effect.flatMap(backend.read(runId, Number.MAX_SAFE_INTEGER, 1), (page) => page.known ? Effect.void : Effect.fail(new UnknownRun({ runId })))
     })
 
-  return { ...backend, durability, check }
+  /** The log's state now, without its entries. */
+  const stateOf = (runId: string) => backend.read(runId, Number.MAX_SAFE_INTEGER, 1)
+
+  const cancel = (runId: string) =>
+    Effect.gen(function*() {
+      const state = yield* stateOf(runId)
+      if (!state.known) return yield* Effect.fail(new UnknownRun({ runId }))
+      if (state.complete) return false
+      const epoch = yield* backend.claim(runId)
+      yield* backend.append(runId, epoch, [cancelledChunk()])
+      yield* backend.close(runId, epoch)
+      return true
+    }).pipe(
+      // Closed meanwhile, by its producer or another cancel: the run has ended.
+      Effect.catchTag("ProducerFenced", () => Effect.succeed(false))
+    )
+
+  const ended = (runId: string) =>
+    Effect.repeat(Effect.delay(stateOf(runId), endedPollInterval), { until: (state) => state.complete }).pipe(Effect.asVoid)
+
+  return { ...backend, durability, check, cancel, ended }
 }
+
+/** The terminal a cancel stores: core's `RUN_ERROR` of an explicit cancel, so that a reader ends and shows why. */
+const cancelledChunk = (): StreamChunk =>
+  // Core's chunk type, written as core's `runErrorChunk` writes it.
+  ({
+    type: "RUN_ERROR",
+    timestamp: Date.now(),
+    message: "The run was cancelled",
+    code: "cancelled",
+    error: { message: "The run was cancelled", code: "cancelled" }
+  }) as StreamChunk
 
 interface MemoryLog {
   epoch: number

@@ -13,6 +13,7 @@ import { Effect, type Layer, ManagedRuntime } from "effect"
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { cancelClaimName, checkCancel } from "./support/streamLogs.ts"
 
 const harnessOf = (runtime: ManagedRuntime.ManagedRuntime<AI.StreamLog, unknown>): DurabilityHarness => ({
   open: (runId, offset) => runtime.runPromise(Effect.flatMap(Effect.service(AI.StreamLog), (log) => log.durability({ runId, offset }))),
@@ -40,6 +41,8 @@ describe("StreamLog.layerMemory", () => {
     expect((await adapter.snapshot()).map(({ chunk }) => (chunk as { delta: string }).delta)).toEqual(["a", "b", "e"])
   })
 
+  it(cancelClaimName, () => checkCancel(runtime))
+
   it("a run id core would refuse (empty, or with a line break) is InvalidOffset before anything is stored", async () => {
     await expect(harnessOf(runtime).open("run\n2")).rejects.toMatchObject({ _tag: "InvalidOffset" })
   })
@@ -50,6 +53,7 @@ describe("layerSqliteStreamLog, one file", () => {
   for (const claim of durabilityClaims) {
     it(claim.name, () => claim.check(harnessOf(runtime)))
   }
+  it(cancelClaimName, () => checkCancel(runtime))
 })
 
 const text = (delta: string): StreamChunk => ({ type: "TEXT_MESSAGE_CONTENT", messageId: "m", delta, timestamp: 0 }) as StreamChunk

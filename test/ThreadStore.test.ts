@@ -16,9 +16,10 @@ import * as AI from "@tanstack/ai-effect"
 import { ChatRoute } from "@tanstack/ai-effect/http"
 import { layerSqliteThreadStore } from "@tanstack/ai-effect/sqlite"
 import { scriptedText } from "@tanstack/ai-effect/testing"
-import { Context, Effect, Layer } from "effect"
+import { Context, Deferred, Effect, Layer } from "effect"
 import { HttpRouter, HttpServer } from "effect/http"
 import { describeThreadStore } from "./support/threads.ts"
+import { getOrderDef } from "./support/tools.ts"
 
 describeThreadStore("memory", () => AI.ThreadStore.layerMemory())
 describeThreadStore("SQLite", () => layerSqliteThreadStore({ filename: join(mkdtempSync(join(tmpdir(), "ai-effect-threads-")), "chat.db") }))
@@ -50,15 +51,21 @@ const heldModel = (deltas: ReadonlyArray<string>, holdAfter: number) => {
   return { adapter, holding, release: () => release() }
 }
 
-const serve = (adapter: AnyTextAdapter, options?: ChatRoute.RouteOptions) =>
+const serve = (
+  adapter: AnyTextAdapter,
+  options?: ChatRoute.RouteOptions & { readonly tools?: ReadonlyArray<AI.ServerTool.Any>; readonly locks?: boolean }
+) =>
   Effect.gen(function*() {
-    const route = ChatRoute.persistentHandler((params) => AI.chat({ adapter, ...params }), options)
+    const route = ChatRoute.persistentHandler((params) => AI.chat({ adapter, ...params, tools: options?.tools ?? [] }), options)
+    const locks = options?.locks === true
+      ? AI.Locks.layer({ waitFor: "0 millis" }).pipe(Layer.provide(AI.EffectStore.layerMemory()))
+      : Layer.empty
     const context = yield* Layer.build(
-      HttpRouter.serve(Layer.mergeAll(HttpRouter.add("POST", "/api/chat", route), HttpRouter.add("GET", "/api/chat", route)), {
-        disableListenLog: true,
-        disableLogger: true
-      }).pipe(
-        Layer.provide(Layer.mergeAll(AI.StreamLog.layerMemory(), AI.ThreadStore.layerMemory())),
+      HttpRouter.serve(
+        Layer.mergeAll(HttpRouter.add("POST", "/api/chat", route), HttpRouter.add("GET", "/api/chat", route), HttpRouter.add("DELETE", "/api/chat", route)),
+        { disableListenLog: true, disableLogger: true }
+      ).pipe(
+        Layer.provide(Layer.mergeAll(AI.StreamLog.layerMemory(), AI.ThreadStore.layerMemory(), locks)),
         Layer.provideMerge(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" }))
       )
     )
@@ -139,5 +146,56 @@ describe("ChatRoute.persistentHandler with @tanstack/ai-client and persistence: 
       expect((yield* call("?runId=alice:r1&offset=-1", "bob")).status).toBe(403)
       expect((yield* call("?runId=alice:r1&offset=-1", "alice")).text).toContain("Hello.")
       expect(seen).toContainEqual({ threadId: "alice:t1", runId: "alice:r1" })
+    }).pipe(Effect.scoped))
+
+  const runBody = (threadId: string, runId: string, text: string) =>
+    JSON.stringify({ threadId, runId, messages: [{ id: `m-${runId}`, role: "user", content: text }], tools: [], context: [] })
+
+  it.live("with AI.Locks, a message sent to a thread while a run answers it is a 409 that says so, and the thread keeps the running run", () =>
+    Effect.gen(function*() {
+      const { adapter, holding, release } = heldModel(["Still ", "answering."], 1)
+      const url = yield* serve(adapter, { locks: true })
+      const first = new ChatClient({ connection: fetchServerSentEvents(url), threadId: "thread-busy", persistence: true })
+      const sent = first.sendMessage("First")
+      yield* Effect.promise(() => holding)
+      const post = (runId: string) =>
+        Effect.promise(() =>
+          fetch(url, { method: "POST", headers: { "content-type": "application/json" }, body: runBody("thread-busy", runId, "Second") })
+            .then(async (response) => ({ status: response.status, text: await response.text() }))
+        )
+      expect(yield* post("run-second")).toEqual({ status: 409, text: "Thread thread-busy is answering another message; send yours when that answer ends" })
+      const hydrated = yield* Effect.promise(() => fetch(`${url}?threadId=thread-busy`).then((response) => response.json()))
+      expect(hydrated.messages.map((message: { parts: Array<{ content: string }> }) => message.parts[0]!.content)).toEqual(["First"])
+      release()
+      yield* Effect.promise(() => sent)
+      // The lock is released with the run's end: the next message runs.
+      expect((yield* post("run-third")).status).toBe(200)
+    }).pipe(Effect.scoped))
+
+  it.live("a DELETE with ?runId cancels a running run from another request: its tool is interrupted, a joining reader ends on the cancel, the thread keeps what was answered", () =>
+    Effect.gen(function*() {
+      const events: Array<string> = []
+      const started = yield* Deferred.make<void>()
+      const waiting = AI.serverTool(getOrderDef, () =>
+        Effect.andThen(Deferred.succeed(started, undefined), Effect.never).pipe(Effect.onInterrupt(() => Effect.sync(() => events.push("interrupted")))))
+      const model = scriptedText([{ text: "Looking it up.", toolCalls: [{ name: "get_order", args: { id: "A-100" }, id: "call-1" }] }, { text: "never" }])
+      const url = yield* serve(model, { tools: [waiting] })
+      const client = new ChatClient({ connection: fetchServerSentEvents(url), threadId: "thread-cancel", persistence: true })
+      const sent = client.sendMessage("Where is A-100?")
+      yield* Deferred.await(started)
+      const runId = model.turns[0]!.runId!
+      const cancel = () => Effect.promise(() => fetch(`${url}?runId=${encodeURIComponent(runId)}`, { method: "DELETE" }).then((response) => response.status))
+      expect(yield* cancel()).toBe(202)
+      yield* Effect.promise(() => expect.poll(() => events).toEqual(["interrupted"]))
+      const joined = yield* Effect.promise(() => fetch(`${url}?runId=${encodeURIComponent(runId)}&offset=-1`).then((response) => response.text()))
+      const last = joined.trim().split("\n").filter((line) => line.startsWith("data: ")).at(-1)!
+      expect(JSON.parse(last.slice(6))).toMatchObject({ type: "RUN_ERROR", code: "cancelled" })
+      expect(yield* cancel()).toBe(409)
+      client.stop()
+      yield* Effect.promise(() => sent.catch(() => undefined))
+      const hydrated = yield* Effect.promise(() => fetch(`${url}?threadId=thread-cancel`).then((response) => response.json()))
+      expect(hydrated).toMatchObject({ activeRun: null })
+      expect(JSON.stringify(hydrated.messages)).toContain("Looking it up.")
+      expect(model.turns).toHaveLength(1)
     }).pipe(Effect.scoped))
 })

@@ -2,12 +2,14 @@
  * `npm start`: Effect Chat on http://localhost:3000 (`PORT` and `HOST`
  * override). `OPENAI_API_KEY`, `ANTHROPIC_API_KEY` or `GEMINI_API_KEY` picks
  * the provider (see model.ts); without one, the offline demo model answers,
- * on this machine.
+ * on this machine. Conversations are kept in the SQLite file (`EFFECTS_DB`),
+ * or on PostgreSQL or Redis with `CHAT_STORE` (see conversations.ts).
  */
 import { NodeRuntime } from '@effect/platform-node'
 import { Layer } from 'effect'
 import { ensureBuilt, webRoot } from './build.ts'
 import { chooseModel } from './model.ts'
+import { conversationStoreFromEnv } from './conversations.ts'
 import { ChatApp } from './server.ts'
 
 await ensureBuilt()
@@ -19,13 +21,18 @@ console.log(
     : `Talking to ${label} (${adapter.name}).`,
 )
 
+const effectsDb = process.env.EFFECTS_DB ?? '.data/effects.db'
+const conversations = conversationStoreFromEnv(process.env, effectsDb)
+console.log(`Conversations are kept in ${conversations._tag === 'sqlite' ? conversations.filename : conversations._tag}.`)
+
 NodeRuntime.runMain(
   Layer.launch(
     ChatApp({
       adapter,
       modelLabel: label,
       offline,
-      effectsDb: process.env.EFFECTS_DB ?? '.data/effects.db',
+      effectsDb,
+      conversations,
       webRoot,
       port: Number(process.env.PORT ?? 3000),
       host: process.env.HOST ?? '127.0.0.1',

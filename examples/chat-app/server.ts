@@ -13,6 +13,7 @@ import { layerSqlite } from '@tanstack/ai-effect/sqlite'
 import { Effect, Layer } from 'effect'
 import { HttpRouter, HttpServer, HttpServerResponse, HttpStaticServer } from 'effect/http'
 import { DbLive } from '../orders/db.ts'
+import { Conversations, type ConversationStore } from './conversations.ts'
 import { Outbox } from './Outbox.ts'
 import { getOrder, notify, trackShipment } from './tools.ts'
 
@@ -21,8 +22,10 @@ export interface ChatAppOptions {
   /** What the page says about the model, for example "offline demo model". */
   readonly modelLabel: string
   readonly offline: boolean
-  /** The SQLite file of the effect store and the outbox. */
+  /** The SQLite file of the effect store and the outbox (and of the conversations, by default). */
   readonly effectsDb: string
+  /** Where threads, delivery logs and thread locks live: the SQLite file unless configured. */
+  readonly conversations?: ConversationStore
   /** The built page. */
   readonly webRoot: string
   readonly port: number
@@ -33,20 +36,27 @@ export interface ChatAppOptions {
 
 /** The app's services, built once for the process. */
 const services = (options: ChatAppOptions) =>
-  Layer.mergeAll(DbLive, Outbox.layer(options.effectsDb), layerSqlite({ filename: options.effectsDb }))
+  Layer.mergeAll(
+    DbLive,
+    Outbox.layer(options.effectsDb),
+    layerSqlite({ filename: options.effectsDb }),
+    Conversations(options.conversations ?? { _tag: 'sqlite', filename: options.effectsDb }),
+  )
 
 const Api = (options: ChatAppOptions) =>
   HttpRouter.use((router) =>
     Effect.gen(function* () {
       const outbox = yield* Outbox
-      // The route stays in Effect: the AG-UI request read from the body, the
-      // run's chunks written as server-sent events, and a client that goes
-      // away interrupts the run.
-      yield* router.add(
-        'POST',
-        '/api/chat',
-        ChatRoute.handler((params) => AI.chat({ adapter: options.adapter, ...params, tools: [getOrder, notify, trackShipment] })),
+      // Threads live on the server: a run is written to its delivery log as it
+      // streams and goes on when its page reloads or its connection drops (the
+      // page rejoins it); GET hydrates a thread, DELETE is the Stop button.
+      const chat = ChatRoute.persistentHandler(
+        (params) => AI.chat({ adapter: options.adapter, ...params, tools: [getOrder, notify, trackShipment] }),
+        // A model streams a few words at a time: append them to the log (and so
+        // to the page) in small batches rather than core's 32.
+        { batch: 4 },
       )
+      for (const method of ['POST', 'GET', 'DELETE'] as const) yield* router.add(method, '/api/chat', chat)
       yield* router.add(
         'GET',
         '/api/effects',

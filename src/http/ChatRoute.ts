@@ -17,10 +17,11 @@
  */
 import { chatParamsFromRequestBody, resumeServerSentEventsResponse, toServerSentEventsResponse } from "@tanstack/ai"
 import type { StreamChunk } from "@tanstack/ai"
-import { ByteSize, Effect, Option, Predicate, Schema, Stream } from "effect"
+import { ByteSize, Effect, Exit, identity, Option, Predicate, Schema, Scope, Stream } from "effect"
 import { HttpIncomingMessage, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { type ChatRequestParams, fromChatParams } from "../Chat.ts"
 import { toServerSentEvents } from "../ServerSentEvents.ts"
+import { Locks } from "../Locks.ts"
 import { StreamLog } from "../StreamLog.ts"
 import { ThreadStore } from "../ThreadStore.ts"
 
@@ -224,6 +225,14 @@ const textResponse = (status: number) => (error: { readonly message: string }) =
  * @category models
  */
 export interface RouteOptions<R = never> {
+  /**
+   * How many chunks of a run one append to its delivery log holds at most
+   * (core's durability `batch`); core also appends early at a run's start
+   * and end, a tool call's end and most custom events. Default 32, core's.
+   * A smaller batch shows a slowly streaming model's text sooner, at a
+   * round trip to the log per batch.
+   */
+  readonly batch?: number | undefined
   readonly authorize?:
     | ((
       request: HttpServerRequest.HttpServerRequest,
@@ -285,6 +294,22 @@ export const resumableHandler = <E, R, R2 = never>(
   run: (params: ChatRequestParams) => Stream.Stream<StreamChunk, E, R>,
   options?: RouteOptions<R2>
 ): Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest | StreamLog | R | R2> =>
+  serveThroughLog(run, options, () => Effect.succeed<RunWrapper>(identity))
+
+/** How a guard wraps a run it admitted. */
+type RunWrapper = <E, R>(stream: Stream.Stream<StreamChunk, E, R>) => Stream.Stream<StreamChunk, E, R>
+
+/**
+ * Serves a run through its log, or a resume of one. `guard` is asked once
+ * the run is authorized and before anything is written: it answers how to
+ * wrap the run (for example in a lock it took), or the response that
+ * refuses it.
+ */
+const serveThroughLog = <E, R, R2, R3>(
+  run: (params: ChatRequestParams) => Stream.Stream<StreamChunk, E, R>,
+  options: RouteOptions<R2> | undefined,
+  guard: (params: ChatRequestParams) => Effect.Effect<RunWrapper | HttpServerResponse.HttpServerResponse, never, R3>
+): Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest | StreamLog | R | R2 | R3> =>
   Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
     const log = yield* StreamLog
@@ -302,8 +327,12 @@ export const resumableHandler = <E, R, R2 = never>(
     const runId = request.headers["x-run-id"] ?? params.runId
     return yield* authorized(request, options, { threadId: params.threadId, runId }, Effect.gen(function*() {
       const adapter = yield* log.durability({ runId, offset: null })
-      const chunks = yield* Stream.toAsyncIterableEffect(run(params))
-      return HttpServerResponse.fromWeb(toServerSentEventsResponse(chunks, { durability: { adapter } }))
+      const guarded = yield* guard(params)
+      if (HttpServerResponse.isHttpServerResponse(guarded)) return guarded
+      // A cancel from any process closes the log; the run stops when this process sees it.
+      const chunks = yield* Stream.toAsyncIterableEffect(guarded(run(params)).pipe(Stream.interruptWhen(log.ended(runId))))
+      const durability = options?.batch === undefined ? { adapter } : { adapter, batch: options.batch }
+      return HttpServerResponse.fromWeb(toServerSentEventsResponse(chunks, { durability }))
     }))
   }).pipe(
     Effect.catchTags({
@@ -313,6 +342,42 @@ export const resumableHandler = <E, R, R2 = never>(
       StreamLogError: textResponse(503)
     })
   )
+
+/**
+ * Stops a run from any process: a `DELETE` with `?runId` takes the run's
+ * log over and closes it with core's `RUN_ERROR` of a cancel (see
+ * `AI.StreamLog.cancel`), so that every reader ends, and the process
+ * running it interrupts it (the model request is aborted, tool fibers are
+ * interrupted and their finalizers run). A 202 when it was running, a 409
+ * when it had already ended, a 404 for a run whose log is not stored, a 403
+ * when `authorize` refuses the run. This is what a Stop button calls, since
+ * a resumable run goes on when its client goes away.
+ *
+ * @example
+ * ```ts
+ * import { ChatRoute } from "@tanstack/ai-effect/http"
+ * import { HttpRouter } from "effect/http"
+ *
+ * // Provide AI.StreamLog (for example layerSqliteStreamLog) to the server.
+ * const Cancel = HttpRouter.add("DELETE", "/api/chat", ChatRoute.cancel())
+ * ```
+ *
+ * @since 0.1.0
+ * @category handlers
+ */
+export const cancel = <R2 = never>(
+  options?: RouteOptions<R2>
+): Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest | StreamLog | R2> =>
+  Effect.gen(function*() {
+    const request = yield* HttpServerRequest.HttpServerRequest
+    const runId = urlOf(request).searchParams.get("runId")
+    if (runId === null || runId === "") return HttpServerResponse.text("A cancel needs ?runId", { status: 400 })
+    const log = yield* StreamLog
+    return yield* authorized(request, options, { runId }, Effect.map(log.cancel(runId), (stopped) =>
+      stopped
+        ? HttpServerResponse.text(`Run ${runId} is cancelled`, { status: 202 })
+        : HttpServerResponse.text(`Run ${runId} had already ended`, { status: 409 })))
+  }).pipe(Effect.catchTags({ UnknownRun: textResponse(404), StreamLogError: textResponse(503) }))
 
 /**
  * The hydrate GET of `useChat({ threadId, persistence: true })`: answers
@@ -349,18 +414,25 @@ export const hydrate = <R2 = never>(
   }).pipe(Effect.catchTag("ThreadStoreError", textResponse(503)))
 
 /**
- * The whole route of a chat whose threads live on the server, for `POST`
- * and `GET` on one path, as `useChat({ threadId, persistence: true })` with
- * `fetchServerSentEvents` uses it: a run is served through its delivery log
- * (see {@link resumableHandler}) and kept in its thread (see
+ * The whole route of a chat whose threads live on the server, for `POST`,
+ * `GET` and `DELETE` on one path, as `useChat({ threadId, persistence: true
+ * })` with `fetchServerSentEvents` uses it: a run is served through its
+ * delivery log (see {@link resumableHandler}) and kept in its thread (see
  * `AI.ThreadStore.persist`); a `GET` with `?threadId` and no offset is the
- * {@link hydrate} of that thread. Needs `AI.StreamLog` and `AI.ThreadStore`.
+ * {@link hydrate} of that thread; a `DELETE` is a {@link cancel}. Needs
+ * `AI.StreamLog` and `AI.ThreadStore`.
+ *
+ * One run answers in a thread at a time when `AI.Locks` is provided: a run
+ * holds the lock `thread:<threadId>` from before its thread is touched to
+ * its end, and a message sent meanwhile waits for it up to the locks'
+ * `waitFor`, then gets a 409 that says so, with nothing saved or started.
+ * A run whose lock is lost (its lease lapsed) is stopped.
  *
  * @example
  * ```ts
  * import * as AI from "@tanstack/ai-effect"
  * import { ChatRoute } from "@tanstack/ai-effect/http"
- * import { layerSqliteStreamLog, layerSqliteThreadStore } from "@tanstack/ai-effect/sqlite"
+ * import { layerSqlite, layerSqliteStreamLog, layerSqliteThreadStore } from "@tanstack/ai-effect/sqlite"
  * import { scriptedText } from "@tanstack/ai-effect/testing"
  * import { Layer } from "effect"
  * import { HttpRouter } from "effect/http"
@@ -368,9 +440,14 @@ export const hydrate = <R2 = never>(
  * const adapter = scriptedText([{ text: "Hello!" }])
  * const chat = ChatRoute.persistentHandler((params) => AI.chat({ adapter, ...params }))
  *
- * export const Api = Layer.mergeAll(HttpRouter.add("POST", "/api/chat", chat), HttpRouter.add("GET", "/api/chat", chat)).pipe(
+ * export const Api = Layer.mergeAll(
+ *   HttpRouter.add("POST", "/api/chat", chat),
+ *   HttpRouter.add("GET", "/api/chat", chat),
+ *   HttpRouter.add("DELETE", "/api/chat", chat)
+ * ).pipe(
  *   Layer.provide(layerSqliteStreamLog({ filename: ".data/chat.db" })),
- *   Layer.provide(layerSqliteThreadStore({ filename: ".data/chat.db" }))
+ *   Layer.provide(layerSqliteThreadStore({ filename: ".data/chat.db" })),
+ *   Layer.provide(AI.Locks.layer({ waitFor: "5 seconds" }).pipe(Layer.provide(layerSqlite({ filename: ".data/chat.db" }))))
  * )
  * ```
  *
@@ -381,11 +458,45 @@ export const persistentHandler = <E, R, R2 = never>(
   run: (params: ChatRequestParams) => Stream.Stream<StreamChunk, E, R>,
   options?: RouteOptions<R2>
 ): Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest | StreamLog | ThreadStore | R | R2> => {
-  const resumable = resumableHandler((params) => run(params).pipe(ThreadStore.persist(params)), options)
+  const resumable = serveThroughLog((params) => run(params).pipe(ThreadStore.persist(params)), options, threadLock)
   const hydrateThread = hydrate(options)
+  const cancelRun = cancel(options)
   return Effect.flatMap(Effect.service(HttpServerRequest.HttpServerRequest), (request) => {
+    if (request.method === "DELETE") return cancelRun
     const named = logRequestOf(request)
     const asksThread = request.method === "GET" && urlOf(request).searchParams.has("threadId")
     return asksThread && (named.offset === null || named.offset === undefined) ? hydrateThread : resumable
   })
 }
+
+/**
+ * The thread's lock, when `AI.Locks` is provided: taken before the run
+ * touches its thread and held to the run's end, in a scope of the run's own
+ * (the response streams after the handler returned).
+ */
+const threadLock = (params: ChatRequestParams): Effect.Effect<RunWrapper | HttpServerResponse.HttpServerResponse> =>
+  Effect.gen(function*() {
+    const locks = yield* Effect.serviceOption(Locks)
+    if (Option.isNone(locks)) return identity
+    const scope = yield* Scope.make()
+    const lost = yield* locks.value.acquire(`thread:${params.threadId}`).pipe(
+      Scope.provide(scope),
+      Effect.onError(() => Scope.close(scope, Exit.void))
+    )
+    const wrap: RunWrapper = (stream) =>
+      stream.pipe(
+        // A run that lost its thread's lock stops: another run may hold it now.
+        Stream.interruptWhen(Effect.ignore(lost)),
+        Stream.ensuring(Scope.close(scope, Exit.void))
+      )
+    return wrap
+  }).pipe(
+    Effect.catchTags({
+      LockTimeout: () =>
+        Effect.succeed(HttpServerResponse.text(
+          `Thread ${params.threadId} is answering another message; send yours when that answer ends`,
+          { status: 409 }
+        )),
+      EffectStoreError: textResponse(503)
+    })
+  )

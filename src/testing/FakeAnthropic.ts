@@ -170,7 +170,11 @@ const answer = async (res: ServerResponse, request: MessagesRequest, index: numb
   const deltas = textDeltas(reply)
   if (deltas.length > 0) {
     send({ type: "content_block_start", index: block, content_block: { type: "text", text: "" } }, "content_block_start")
-    for (const text of deltas) send({ type: "content_block_delta", index: block, delta: { type: "text_delta", text } }, "content_block_delta")
+    for (const [i, text] of deltas.entries()) {
+      if (i > 0) await sleep(reply.deltaDelayMs)
+      if (res.destroyed) return
+      send({ type: "content_block_delta", index: block, delta: { type: "text_delta", text } }, "content_block_delta")
+    }
     send({ type: "content_block_stop", index: block++ }, "content_block_stop")
   }
   for (const [i, call] of (reply.toolCalls ?? []).entries()) {

@@ -191,7 +191,11 @@ const answer = async (res: ServerResponse, model: string, stream: boolean, index
     res.write("data: { this is not json\n\n")
     return void res.end()
   }
-  for (const text of textDeltas(reply)) send(chunk([{ text }], false))
+  for (const [i, text] of textDeltas(reply).entries()) {
+    if (i > 0) await sleep(reply.deltaDelayMs)
+    if (res.destroyed) return
+    send(chunk([{ text }], false))
+  }
   await sleep(reply.delayMs)
   if (res.destroyed) return
   send(chunk(calls, true))

@@ -252,7 +252,9 @@ const streamReply = async (res: ServerResponse, model: string, index: number, re
   if (deltas.length > 0) {
     const itemId = `msg_${index}`
     const outputIndex = output.length
-    for (const delta of deltas) {
+    for (const [i, delta] of deltas.entries()) {
+      if (i > 0) await sleep(reply.deltaDelayMs)
+      if (res.destroyed) return
       send({ type: "response.output_text.delta", item_id: itemId, output_index: outputIndex, content_index: 0, delta, logprobs: [] })
     }
     output.push({

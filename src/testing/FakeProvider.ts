@@ -21,6 +21,12 @@ import type { ScriptedReply } from "./ScriptedText.ts"
 export interface FakeReply extends ScriptedReply {
   /** Milliseconds to wait before the response completes. */
   readonly delayMs?: number
+  /**
+   * Milliseconds between two text deltas of a streamed answer, as a model
+   * streams it: long enough for a test to reload the page or drop the
+   * connection mid-answer.
+   */
+  readonly deltaDelayMs?: number
   /** Answer with this HTTP error instead (a 429 rate limit, a 500). */
   readonly failure?: FakeFailure
   /** Answer 200 with a body that is not JSON. */

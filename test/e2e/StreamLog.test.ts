@@ -12,6 +12,7 @@ import { durabilityClaims, type DurabilityHarness } from "@tanstack/ai-effect/te
 import { Effect, Layer, ManagedRuntime } from "effect"
 import { pgClient, redisClient } from "../support/backends.ts"
 import { countRedisCommands, countStatements, type RoundTrips } from "../support/roundTrips.ts"
+import { cancelClaimName, checkCancel } from "../support/streamLogs.ts"
 import { missing, startPostgres, startRedis, type TestServer } from "../support/services.ts"
 
 interface LogBackend {
@@ -65,6 +66,8 @@ for (const backend of backends) describe.skipIf(missing(backend.server) !== unde
   for (const claim of durabilityClaims) {
     it(claim.name, () => claim.check(harness))
   }
+
+  it(cancelClaimName, () => checkCancel(runtime))
 
   const text = (delta: string): StreamChunk => ({ type: "TEXT_MESSAGE_CONTENT", messageId: "m", delta, timestamp: 0 }) as StreamChunk
 

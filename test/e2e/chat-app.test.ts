@@ -1,16 +1,19 @@
 /**
  * Effect Chat, started exactly as `npm start` starts it (a child process,
  * on a free port of 127.0.0.1, with no OPENAI_API_KEY), checked with a plain
- * HTTP client and driven in a real browser.
+ * HTTP client and driven in a real browser: its answers, its effects, and a
+ * conversation that survives a reload, a second tab and a dropped
+ * connection.
  */
 import { type ChildProcess, spawn } from 'node:child_process'
 import { once } from 'node:events'
 import { mkdtempSync } from 'node:fs'
+import { connect, createServer, type Socket } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { BrowserContext, Page } from 'playwright-core'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
-import { startFakeAnthropic, startFakeGemini } from '@tanstack/ai-effect/testing'
+import { startFakeAnthropic, startFakeGemini, startFakeOpenAI } from '@tanstack/ai-effect/testing'
 import { ensureBuilt } from '../../examples/chat-app/build.ts'
 import { chatRequestBody } from '../support/agui.ts'
 import { launchBrowser, missingBrowser, screenshotPath } from '../support/browser.ts'
@@ -128,6 +131,60 @@ describe('Effect Chat over plain HTTP', () => {
 
 const noBrowser = missingBrowser()
 
+/** A slow answer of `count` words, one delta every 50 ms: long enough to reload or drop the connection mid-answer. */
+const slowAnswer = (count: number) => Array.from({ length: count }, (_, index) => `word${index} `)
+
+/**
+ * A TCP proxy in front of the app, as a flaky network between the page and
+ * the server: the first connection that carries a chat answer is destroyed
+ * once `afterIds` of its events went through, and a request that resumes
+ * (Last-Event-ID) waits `stallMs` before it reaches the server, so that the
+ * page shows that it is reconnecting. It records the id the page resumed
+ * from.
+ */
+const flakyProxy = async (targetPort: number, options: { readonly afterIds: number; readonly stallMs: number }) => {
+  let dropped = false
+  let resumedWith: string | undefined
+  const sockets = new Set<Socket>()
+  const server = createServer((client) => {
+    const upstream = connect(targetPort, '127.0.0.1')
+    sockets.add(client).add(upstream)
+    // The request's bytes go upstream in order; once it resumes, after a wait, as on a network still coming back.
+    let forwarded = Promise.resolve()
+    client.on('data', (data: Buffer) => {
+      const resuming = data.toString('latin1').match(/^last-event-id: (.*)\r$/im)?.[1]
+      resumedWith ??= resuming
+      if (resuming !== undefined) forwarded = forwarded.then(() => new Promise((resolve) => setTimeout(resolve, options.stallMs)))
+      forwarded = forwarded.then(() => void upstream.write(data))
+    })
+    let seen = ''
+    upstream.on('data', (data: Buffer) => {
+      client.write(data)
+      if (dropped) return
+      seen += data.toString('latin1')
+      if (seen.includes('text/event-stream') && (seen.match(/^id: /gm)?.length ?? 0) >= options.afterIds) {
+        dropped = true
+        client.destroy()
+        upstream.destroy()
+      }
+    })
+    for (const socket of [client, upstream]) socket.on('error', () => socket.destroy())
+    upstream.on('close', () => client.destroy())
+    client.on('close', () => upstream.destroy())
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const { port } = server.address() as { port: number }
+  return {
+    url: `http://127.0.0.1:${port}`,
+    dropped: () => dropped,
+    resumedWith: () => resumedWith,
+    close: () => {
+      for (const socket of sockets) socket.destroy()
+      return new Promise<void>((resolve) => server.close(() => resolve()))
+    },
+  }
+}
+
 describe.skipIf(noBrowser !== undefined)('Effect Chat in a browser', () => {
   let browser: BrowserContext
   beforeAll(async () => {
@@ -213,5 +270,92 @@ describe.skipIf(noBrowser !== undefined)('Effect Chat in a browser', () => {
     await page.getByRole('button', { name: 'Refresh' }).click()
     await expect.poll(() => page.getByTestId('outbox').locator('li').count()).toBe(1)
     await page.screenshot({ path: screenshotPath('replayed-after-restart'), fullPage: true })
+  }, 60_000)
+
+  /** The app on a fake OpenAI that streams `answer` slowly, and the fake (to count what it was asked). */
+  const appOnSlowModel = async (answer: ReadonlyArray<string>) => {
+    const model = await startFakeOpenAI([{ text: answer, deltaDelayMs: 50 }])
+    const { app, options } = await freshApp({ OPENAI_API_KEY: 'test-key', OPENAI_BASE_URL: model.baseURL })
+    return { app, options, model }
+  }
+
+  const assistantTexts = (page: Page) => page.getByTestId('assistant-text').allInnerTexts()
+
+  it('a reload mid-answer rejoins it from the server: the answer ends whole, no text missing or repeated, and the model was asked once', async () => {
+    const answer = slowAnswer(40)
+    const { app, model } = await appOnSlowModel(answer)
+    try {
+      const page = await open(app.url)
+      await page.getByTestId('input').fill('Tell me a long story')
+      await page.getByTestId('send').click()
+      await expect.poll(() => lastAnswer(page).innerText().catch(() => ''), { timeout: 10_000 }).toContain('word5')
+      await page.reload()
+      await page.getByTestId('model').waitFor()
+      await expect.poll(() => assistantTexts(page), { timeout: 20_000 }).toEqual([answer.join('').trim()])
+      expect(await page.getByTestId('user-text').allInnerTexts()).toEqual(['Tell me a long story'])
+      expect(model.requests).toHaveLength(1)
+      await page.getByTestId('send').waitFor()
+      await page.screenshot({ path: screenshotPath('rejoined-after-reload'), fullPage: true })
+    } finally {
+      await model.close()
+    }
+  }, 60_000)
+
+  it('a second tab on the thread hydrates the transcript: the question, the tool call with its result, and the answer', async () => {
+    const { app } = await freshApp()
+    const page = await open(app.url)
+    await ask(page, 'Where is order A-100?')
+    await expect.poll(() => lastAnswer(page).innerText()).toBe('Order A-100 is shipped.')
+    expect(new URL(page.url()).searchParams.get('thread')).toMatch(/^thread-/)
+
+    const second = await open(page.url())
+    await expect.poll(() => assistantTexts(second)).toEqual(['Order A-100 is shipped.'])
+    expect(await second.getByTestId('user-text').allInnerTexts()).toEqual(['Where is order A-100?'])
+    expect(await second.getByTestId('tool-call').getByTestId('tool-result').innerText()).toBe('{"status":"shipped"}')
+    // A new conversation is a new thread: nothing of this one shows there.
+    await second.getByTestId('new-thread').click()
+    await second.getByTestId('model').waitFor()
+    expect(new URL(second.url()).searchParams.get('thread')).not.toBe(new URL(page.url()).searchParams.get('thread'))
+    expect(await second.getByTestId('user-text').count()).toBe(0)
+  }, 60_000)
+
+  it('a connection destroyed mid-answer resumes from the last event id: the page shows it reconnects, and every word arrives once, in order', async () => {
+    const answer = slowAnswer(30)
+    const { app, model } = await appOnSlowModel(answer)
+    const proxy = await flakyProxy(Number(new URL(app.url).port), { afterIds: 8, stallMs: 1_500 })
+    try {
+      const page = await open(proxy.url)
+      await page.getByTestId('input').fill('Tell me a story')
+      await page.getByTestId('send').click()
+      await page.getByTestId('reconnecting').waitFor({ timeout: 10_000 })
+      expect(proxy.dropped()).toBe(true)
+      await expect.poll(() => assistantTexts(page), { timeout: 20_000 }).toEqual([answer.join('').trim()])
+      expect(proxy.resumedWith()).toMatch(/^ai-effect:v1:/)
+      expect(await page.getByTestId('reconnecting').count()).toBe(0)
+      expect(model.requests).toHaveLength(1)
+    } finally {
+      await proxy.close()
+      await model.close()
+    }
+  }, 60_000)
+
+  it('a message sent to the thread from a second tab while the answer of the first tab streams is refused with a message that says why', async () => {
+    const { app, model } = await appOnSlowModel(slowAnswer(120))
+    try {
+      const page = await open(app.url)
+      await page.getByTestId('input').fill('Tell me a long story')
+      await page.getByTestId('send').click()
+      await expect.poll(() => lastAnswer(page).innerText().catch(() => ''), { timeout: 10_000 }).toContain('word2')
+      // The second tab sends on the same thread before its own hydrate tails the run.
+      const second = await browser.newPage()
+      await second.route('**/api/chat?threadId=*', (route) => route.fulfill({ status: 404, body: 'not yet' }))
+      await second.goto(page.url())
+      await second.getByTestId('input').fill('And another one')
+      await second.getByTestId('send').click()
+      await expect.poll(() => second.getByTestId('chat-error').innerText(), { timeout: 15_000 }).toMatch(/is answering another message; send yours when that answer ends/)
+      expect(model.requests).toHaveLength(1)
+    } finally {
+      await model.close()
+    }
   }, 60_000)
 })

@@ -1,11 +1,17 @@
 /**
  * The Effect Chat page: the conversation as it streams, every tool call with
  * its input, progress and result (or tool error), and for effect tools the
- * effect key and how the call was answered. A Stop button cancels the run;
- * the panel on the right lists what the outbox and the effect store hold.
+ * effect key and how the call was answered. The panel on the right lists
+ * what the outbox and the effect store hold.
+ *
+ * The conversation lives on the server, under the thread id in the page's
+ * URL (`?thread=`): a reload, a second tab or another device on that URL
+ * hydrates the transcript and rejoins an answer still streaming, and a
+ * dropped connection resumes from the last event the page saw. Stop cancels
+ * the run on the server, since a run goes on when its page goes away.
  */
 import { fetchServerSentEvents, useChat } from '@tanstack/ai-react'
-import { useCallback, useEffect, useState } from 'react'
+import { useCallback, useEffect, useMemo, useState } from 'react'
 
 interface Outcome {
   readonly keyDigest: string
@@ -19,15 +25,62 @@ interface Effects {
 
 const examples = ['Where is order A-100?', 'Where is order B-200?', 'Track A-100', 'Notify me about A-100', 'Notify me twice about A-100']
 
+/** The thread in the URL, or a new one written into it, so that a reload or a second tab finds it. */
+function threadFromUrl(): string {
+  const url = new URL(window.location.href)
+  const existing = url.searchParams.get('thread')
+  if (existing !== null && existing !== '') return existing
+  const threadId = `thread-${crypto.randomUUID()}`
+  url.searchParams.set('thread', threadId)
+  window.history.replaceState(null, '', url)
+  return threadId
+}
+
+/** What the page's connection to the answer is doing, beyond what useChat says. */
+type Link = 'live' | 'reconnecting' | 'rejoining'
+
+/**
+ * The chat's fetch, watched: a request that resumes (`Last-Event-ID`) or
+ * joins (`?offset`) a run shows until its response comes, the run id of
+ * each message is kept for Stop, and a refusal's reason is kept to show.
+ */
+function useWatchedFetch() {
+  const [link, setLink] = useState<Link>('live')
+  const [refusal, setRefusal] = useState<string>()
+  const [runId, setRunId] = useState<string>()
+  const fetchClient = useMemo<typeof fetch>(
+    () => async (input, init) => {
+      const headers = new Headers(init?.headers)
+      const url = new URL(String(input), window.location.href)
+      const resuming = headers.has('Last-Event-ID') ? 'reconnecting' : url.searchParams.has('offset') ? 'rejoining' : undefined
+      if (resuming !== undefined) setLink(resuming)
+      if (init?.method === 'POST' && !headers.has('Last-Event-ID')) {
+        setRefusal(undefined)
+        setRunId(headers.get('X-Run-Id') ?? undefined)
+      }
+      const response = await fetch(input, init)
+      if (resuming !== undefined) setLink('live')
+      if (!response.ok && init?.method === 'POST') setRefusal(await response.clone().text())
+      return response
+    },
+    [],
+  )
+  return { fetchClient, link, refusal, runId }
+}
+
 export function App() {
+  const threadId = useMemo(threadFromUrl, [])
+  const { fetchClient, link, refusal, runId } = useWatchedFetch()
   const [progress, setProgress] = useState<Record<string, unknown>>({})
   const [outcomes, setOutcomes] = useState<Record<string, Outcome>>({})
   const [input, setInput] = useState('')
   const [info, setInfo] = useState<{ model: string; offline: boolean }>()
   const [effects, setEffects] = useState<Effects>({ messages: [], effects: [] })
 
-  const { messages, sendMessage, isLoading, stop } = useChat({
-    connection: fetchServerSentEvents('/api/chat'),
+  const { messages, sendMessage, isLoading, stop, error } = useChat({
+    connection: fetchServerSentEvents('/api/chat', { fetchClient }),
+    threadId,
+    persistence: true,
     onCustomEvent: (name, data, { toolCallId }) => {
       if (toolCallId === undefined) return
       const value = data as { progress?: unknown; keyDigest?: string; outcome?: string }
@@ -52,6 +105,12 @@ export function App() {
     void sendMessage(text)
   }
 
+  const cancel = () => {
+    stop()
+    // Stop on the server too: the run would otherwise go on for a page that reloads.
+    if (runId !== undefined) void fetch(`/api/chat?runId=${encodeURIComponent(runId)}`, { method: 'DELETE' })
+  }
+
   const results = new Map(
     messages.flatMap((message) => message.parts.flatMap((part) => (part.type === 'tool-result' ? [[part.toolCallId, part] as const] : []))),
   )
@@ -66,7 +125,20 @@ export function App() {
               {info.offline ? 'Offline demo model: no OPENAI_API_KEY set' : info.model}
             </span>
           )}
+          <a className="new-thread" href="/" data-testid="new-thread">
+            New conversation
+          </a>
         </header>
+        {link !== 'live' && (
+          <div className="notice" role="status" data-testid="reconnecting">
+            {link === 'reconnecting' ? 'Connection lost: reconnecting to the answer…' : 'Rejoining the answer…'}
+          </div>
+        )}
+        {(refusal ?? error?.message) !== undefined && link === 'live' && !isLoading && (
+          <div className="notice error" role="alert" data-testid="chat-error">
+            {refusal ?? error?.message}
+          </div>
+        )}
         <ol className="messages" data-testid="messages">
           {messages.map((message) => (
             <li key={message.id} className={`message ${message.role}`}>
@@ -120,7 +192,7 @@ export function App() {
         >
           <input value={input} onChange={(event) => setInput(event.target.value)} placeholder="Ask about an order…" data-testid="input" />
           {isLoading ? (
-            <button type="button" className="stop" onClick={stop} data-testid="stop">
+            <button type="button" className="stop" onClick={cancel} data-testid="stop">
               Stop
             </button>
           ) : (

@@ -1,0 +1,67 @@
+/**
+ * Where Effect Chat keeps its conversations: each thread's transcript, each
+ * run's delivery log (so that a reload or a dropped connection rejoins the
+ * answer) and the lock that keeps one run per thread. By default they live
+ * in the app's SQLite file, beside the effect store; `CHAT_STORE=postgres`
+ * with `DATABASE_URL`, or `CHAT_STORE=redis` with `REDIS_URL`, keeps them on
+ * a server that several app processes share.
+ */
+import { NodeRedis } from '@effect/platform-node'
+import { PgClient } from '@effect/sql-pg'
+import * as AI from '@tanstack/ai-effect'
+import { layerRedis, layerRedisStreamLog, layerRedisThreadStore } from '@tanstack/ai-effect/redis'
+import { layerSql, layerSqlStreamLog, layerSqlThreadStore } from '@tanstack/ai-effect/sql'
+import { layerSqlite, layerSqliteStreamLog, layerSqliteThreadStore } from '@tanstack/ai-effect/sqlite'
+import { Layer, Redacted } from 'effect'
+
+export type ConversationStore =
+  | { readonly _tag: 'sqlite'; readonly filename: string }
+  | { readonly _tag: 'postgres'; readonly url: string }
+  | { readonly _tag: 'redis'; readonly url: string }
+
+/** The store `CHAT_STORE` names, or the app's SQLite file. */
+export const conversationStoreFromEnv = (env: Readonly<Record<string, string | undefined>>, sqliteFile: string): ConversationStore => {
+  const required = (name: string) => {
+    const value = env[name]
+    if (value === undefined || value === '') throw new Error(`CHAT_STORE=${env.CHAT_STORE} needs ${name}`)
+    return value
+  }
+  switch (env.CHAT_STORE ?? 'sqlite') {
+    case 'sqlite':
+      return { _tag: 'sqlite', filename: sqliteFile }
+    case 'postgres':
+      return { _tag: 'postgres', url: required('DATABASE_URL') }
+    case 'redis':
+      return { _tag: 'redis', url: required('REDIS_URL') }
+    default:
+      throw new Error(`CHAT_STORE is ${env.CHAT_STORE}: use sqlite (the default), postgres or redis`)
+  }
+}
+
+/**
+ * A message sent to a thread while it answers waits this long for the
+ * answer to end, then is refused with a 409 that the page shows.
+ */
+const locks = AI.Locks.layer({ lease: '10 seconds', waitFor: '3 seconds' })
+
+/** The thread store, the delivery logs and the thread locks on `store`. */
+export const Conversations = (store: ConversationStore): Layer.Layer<AI.ThreadStore | AI.StreamLog | AI.Locks, unknown> => {
+  switch (store._tag) {
+    case 'sqlite': {
+      const filename = store.filename
+      return Layer.mergeAll(
+        layerSqliteThreadStore({ filename }),
+        layerSqliteStreamLog({ filename }),
+        locks.pipe(Layer.provide(layerSqlite({ filename }))),
+      )
+    }
+    case 'postgres': {
+      const client = PgClient.layer({ url: Redacted.make(store.url) })
+      return Layer.mergeAll(layerSqlThreadStore(), layerSqlStreamLog(), locks.pipe(Layer.provide(layerSql()))).pipe(Layer.provide(client))
+    }
+    case 'redis': {
+      const client = NodeRedis.layer({ url: store.url })
+      return Layer.mergeAll(layerRedisThreadStore(), layerRedisStreamLog(), locks.pipe(Layer.provide(layerRedis()))).pipe(Layer.provide(client))
+    }
+  }
+}

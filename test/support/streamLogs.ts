@@ -1,0 +1,32 @@
+/**
+ * A claim every `AI.StreamLog` backend keeps beside core's contract: a
+ * cancel from any process takes the log over, so that the run's producer
+ * stores nothing more and every reader ends on the cancel.
+ */
+import type { StreamChunk } from "@tanstack/ai"
+import { expect } from "@effect/vitest"
+import * as AI from "@tanstack/ai-effect"
+import { Effect, type ManagedRuntime } from "effect"
+
+export const cancelClaimName =
+  "a cancel takes the log over: the producer's next write is fenced, a reader from the start ends on the cancel's RUN_ERROR, a second cancel answers false, an unknown run fails"
+
+export const checkCancel = async (runtime: ManagedRuntime.ManagedRuntime<AI.StreamLog, unknown>) => {
+  const runId = `run-cancel-${crypto.randomUUID()}`
+  const log = <A>(f: (log: AI.StreamLog["Service"]) => Effect.Effect<A, unknown>) => runtime.runPromise(Effect.flatMap(Effect.service(AI.StreamLog), f))
+  const producer = await log((log) => log.durability({ runId, offset: null }))
+  await producer.append([text("before")])
+  expect(await log((log) => log.cancel(runId))).toBe(true)
+  await expect(producer.append([text("after")])).rejects.toMatchObject({ _tag: "ProducerFenced" })
+  // The run's process sees the log ended.
+  await log((log) => log.ended(runId))
+  const reader = await log((log) => log.durability({ runId, offset: "-1" }))
+  const read: Array<StreamChunk> = []
+  for await (const { chunk } of reader.read("-1")) read.push(chunk)
+  expect(read.map((chunk) => chunk.type)).toEqual(["TEXT_MESSAGE_CONTENT", "RUN_ERROR"])
+  expect(read[1]).toMatchObject({ code: "cancelled", message: "The run was cancelled" })
+  expect(await log((log) => log.cancel(runId))).toBe(false)
+  await expect(log((log) => log.cancel(`run-nowhere-${crypto.randomUUID()}`))).rejects.toMatchObject({ _tag: "UnknownRun" })
+}
+
+const text = (delta: string): StreamChunk => ({ type: "TEXT_MESSAGE_CONTENT", messageId: "m", delta, timestamp: 0 }) as StreamChunk
