@@ -11,7 +11,10 @@ import * as AI from "@tanstack/ai-effect"
 import { DurableAgent, DurableEngine } from "@tanstack/ai-effect/durable"
 import { fakeOpenAI, type FakeReply, type ResponsesRequest, scriptedText } from "@tanstack/ai-effect/testing"
 import { createOpenaiChat } from "@tanstack/ai-openai"
-import { Effect, Layer, Ref, Schedule, Stream } from "effect"
+import { Effect, Exit, Layer, Ref, Schedule, Scope, Stream } from "effect"
+import { mkdtempSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
 import { completes, makeOrdersAgent, ordersModel, refundModel, requestsPerTurn, stateOf, user } from "./support/durable.ts"
 import { refundDef } from "./support/tools.ts"
 
@@ -75,6 +78,25 @@ describe("a durable run in one process", () => {
       }).pipe(Effect.scoped))
   }
 
+})
+
+describe("DurableEngine.layerSqlite, the embedded engine", () => {
+  const fileOf = () => join(mkdtempSync(join(tmpdir(), "ai-effect-durable-")), "runs.db")
+
+  it.live("3 turns with 2 tool calls, one an effect tool, complete on the SQLite file; the same run id returns the result and requests nothing", () =>
+    completes(DurableEngine.layerSqlite({ filename: fileOf() })), 60_000)
+
+  it.live("a second engine on a file whose engine is up is refused with LockTimeout, and one starts once the first is gone", () =>
+    Effect.gen(function*() {
+      const filename = fileOf()
+      const engine = () => DurableEngine.layerSqlite({ filename, lockLease: "300 millis" })
+      const first = yield* Scope.make()
+      yield* Layer.buildWithScope(engine(), first)
+      const refused = yield* Effect.flip(Effect.scoped(Layer.build(engine())))
+      expect(refused).toMatchObject({ _tag: "LockTimeout" })
+      yield* Scope.close(first, Exit.void)
+      yield* Effect.scoped(Layer.build(engine()))
+    }), 60_000)
 })
 
 describe("a durable run asked for after it ended", () => {

@@ -13,6 +13,10 @@
  *   that also talk to each other over TCP, each on its own host and port:
  *   a message reaches the runner that owns its run at once, instead of at
  *   its next read of storage.
+ * - {@link layerSqlite}: the cluster engine on one SQLite file, the embedded
+ *   default: one runner, in the one process that holds the file's engine
+ *   lock; a process restarted after a crash takes the lock over once its
+ *   lease lapsed and resumes every unfinished run.
  *
  * The cluster engines need `@effect/platform-node`, an optional peer: it is
  * loaded when one of their layers is built, so that a program on the memory
@@ -20,12 +24,16 @@
  *
  * @since 0.1.0
  */
-import { type Config, Effect, Layer, Option } from "effect"
+import { type Config, Duration, Effect, Layer, Option } from "effect"
 import { ClusterWorkflowEngine, RunnerAddress, type ShardingConfig, SingleRunner } from "effect/cluster"
 import type { SocketServer } from "effect/socket"
 import type { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
 import { WorkflowEngine } from "effect/workflow"
+import type { EffectStoreError } from "../EffectStore.ts"
+import { Locks, type LockTimeout } from "../Locks.ts"
+import { layerFile as sqliteClient } from "../sqlite/SqliteClient.ts"
+import { layerSqlite as sqliteEffectStore } from "../sqlite/SqliteEffectStore.ts"
 import { DurableRunStore } from "./DurableRunStore.ts"
 
 /**
@@ -170,6 +178,69 @@ export const layerSocketRunner = (
   )
 
 /** This package's settings over effect's defaults; see {@link SingleRunnerOptions}. */
+/**
+ * Options of {@link layerSqlite}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface SqliteEngineOptions extends SingleRunnerOptions {
+  /** The SQLite file of the engine's storage and the run store (created when missing). */
+  readonly filename: string
+  /**
+   * How long the engine lock of a process that stopped renewing it (it was
+   * killed) holds the file: a process started after a crash waits at most
+   * this long before it resumes the runs. Default 5 seconds.
+   */
+  readonly lockLease?: Duration.Input | undefined
+}
+
+/**
+ * The cluster workflow engine and the run store on one SQLite file, with no
+ * database server: the embedded default. Effect's cluster keeps its shard
+ * locks in a table whose rows a second runner on the same file would not
+ * respect (every single runner of a file has the same address), so one
+ * process runs the file's durable runs: it holds the file's **engine lock**
+ * (a fenced claim with a lease, in the file) for as long as the layer is
+ * up. A second process fails to build the layer with `LockTimeout` (it
+ * waits one lease first, which is what a restart after a crash needs); for
+ * several runners, use PostgreSQL ({@link layerSingleRunner},
+ * {@link layerSocketRunner}).
+ *
+ * @example
+ * ```ts
+ * import { DurableEngine } from "@tanstack/ai-effect/durable"
+ *
+ * // A killed process's runs resume when the program starts again, within the lock's lease.
+ * export const EngineLive = DurableEngine.layerSqlite({ filename: ".data/runs.db" })
+ * ```
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerSqlite = (
+  options: SqliteEngineOptions
+): Layer.Layer<
+  WorkflowEngine.WorkflowEngine | DurableRunStore,
+  Config.ConfigError | SqlError | LockTimeout | EffectStoreError
+> => {
+  const lease = Duration.fromInputUnsafe(options.lockLease ?? "5 seconds")
+  // Waits one lease and a little more: a restart finds the lock of the process it replaces lapsed.
+  const engineLock = Layer.effectDiscard(Effect.gen(function*() {
+    const locks = yield* Locks
+    const kept = yield* locks.acquire(`durable-engine:${options.filename}`)
+    yield* Effect.forkScoped(kept.pipe(
+      Effect.catchTag("LockLost", (lost) =>
+        Effect.logError(`Another process took the durable engine lock of ${options.filename} (${lost.message}): stop this process`))
+    ))
+  })).pipe(
+    Layer.provide(Locks.layer({ lease, waitFor: Duration.sum(lease, Duration.seconds(1)) })),
+    Layer.provide(sqliteEffectStore({ filename: options.filename }))
+  )
+  // The lock is taken before the runner starts, so that a second process never resumes a run.
+  return Layer.provide(layerSingleRunner(options), sqliteClient(options.filename)).pipe(Layer.provide(engineLock))
+}
+
 const runnerDefaults = {
   entityMessagePollInterval: "1 second",
   shardLockExpiration: "5 seconds",

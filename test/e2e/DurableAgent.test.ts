@@ -7,6 +7,8 @@
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import { once } from "node:events"
+import { mkdtempSync } from "node:fs"
+import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { DurableEngine } from "@tanstack/ai-effect/durable"
@@ -173,19 +175,39 @@ describe.skipIf(missing("postgres") !== undefined)("a durable run across a crash
     // The layer's own settings: effect's defaults (a dead runner listed as alive for 35 s) outlast this test.
     ownerKilled("run-two-single-runners", async () => ({ kind: "single", port: await freePort() })), 30_000)
 
-  it("the worker dies inside a model turn; a new process requests that turn once more, and nothing else repeats", async () => {
+  for (const store of ["PostgreSQL", "SQLite"] as const) {
+  const onStore = (): Partial<DurableWorkerConfig> =>
+    store === "SQLite" ? { sqlite: join(mkdtempSync(join(tmpdir(), "ai-effect-durable-")), "runs.db") } : {}
+
+  it(`on ${store}: the worker dies inside a model turn; a new process requests that turn once more, and nothing else repeats`, async () => {
     const { policy, held } = holdingTurn(1)
     await withModel(policy, async (model) => {
-      const first = startWorker(configFor("run-crash-in-turn", model.baseURL))
+      const storeOf = onStore()
+      const first = startWorker(configFor("run-crash-in-turn", model.baseURL, storeOf))
       await held
       first.child.kill("SIGKILL")
       await first.exited
 
-      const resumed = startWorker(configFor("run-crash-in-turn", model.baseURL, { start: false }))
+      const resumed = startWorker(configFor("run-crash-in-turn", model.baseURL, { ...storeOf, start: false }))
       expect(await resumed.exit()).toMatchObject({ _tag: "Success", value: { text: "A-100 has shipped, and ada knows." } })
       expect(requestsPerTurn(model.requests)).toEqual([1, 2, 1])
       expect(remote.applied.get("lookup-A-100")).toBe(1)
       expect(remote.applied.get("notify-ada")).toBe(1)
     })
   }, 120_000)
+
+  if (store === "SQLite") {
+    it("on SQLite: the worker dies right after the effect tool's effect; a restarted process resumes the run: no finished turn is requested again, the effect is applied once", async () => {
+      await withModel(ordersModel(), async (model) => {
+        const storeOf = onStore()
+        const crashed = startWorker(configFor("run-sqlite-crash-after-effect", model.baseURL, { ...storeOf, crashAfterEffect: true }))
+        expect((await crashed.exited)[1]).toBe("SIGKILL")
+        const resumed = startWorker(configFor("run-sqlite-crash-after-effect", model.baseURL, { ...storeOf, start: false }))
+        expect(await resumed.exit()).toMatchObject({ _tag: "Success", value: { text: "A-100 has shipped, and ada knows." } })
+        expect(requestsPerTurn(model.requests)).toEqual([1, 1, 1])
+        expect(remote.applied.get("notify-ada")).toBe(1)
+      })
+    }, 120_000)
+  }
+  }
 })

@@ -1,6 +1,7 @@
 /**
  * A worker process for the durable-run tests: the orders agent on the
- * PostgreSQL engine, its effects stored in the same database.
+ * PostgreSQL engine (or the SQLite one), its effects stored in the same
+ * database.
  *
  * It starts a run (or, with `start: false`, only serves what storage holds,
  * as a process restarted after a crash does) and prints the run's exit as
@@ -15,6 +16,7 @@
 import * as AI from "@tanstack/ai-effect"
 import { DurableAgent, DurableEngine } from "@tanstack/ai-effect/durable"
 import { layerSql } from "@tanstack/ai-effect/sql"
+import { layerSqlite } from "@tanstack/ai-effect/sqlite"
 import { createOpenaiChat } from "@tanstack/ai-openai"
 import { Duration, Effect, Layer, Option, Schedule, Stream } from "effect"
 import { pgClient } from "./backends.ts"
@@ -22,6 +24,8 @@ import { getOrderDef, notifyDef, refundDef } from "./tools.ts"
 
 export interface DurableWorkerConfig {
   readonly postgres: string
+  /** Runs on this SQLite file instead (the engine, the run store and the effects), with a 1 s engine lock lease. */
+  readonly sqlite?: string
   readonly model: string
   readonly remote: string
   readonly runId: string
@@ -73,7 +77,7 @@ const agent = DurableAgent.make(AI.defineAgent({
   tools: [getOrder, notify, refund]
 }))
 
-const live = agent.layer.pipe(
+const onPostgres = agent.layer.pipe(
   Layer.provideMerge(
     config.runner === undefined
       ? DurableEngine.layerSingleRunner()
@@ -83,6 +87,11 @@ const live = agent.layer.pipe(
   ),
   Layer.provide(layerSql()),
   Layer.provide(pgClient(config.postgres))
+)
+
+const live: Layer.Layer<DurableAgent.DurableServices | DurableAgent.RunChunks, unknown> = config.sqlite === undefined ? onPostgres : agent.layer.pipe(
+  Layer.provideMerge(DurableEngine.layerSqlite({ filename: config.sqlite, lockLease: Duration.seconds(1) })),
+  Layer.provide(layerSqlite({ filename: config.sqlite }))
 )
 
 function lockSettings(runner: { readonly shardLockExpirationMillis?: number }) {
