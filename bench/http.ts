@@ -69,15 +69,26 @@ const cpuMicros = (pid: number): number => {
   return (Number(fields[11]) + Number(fields[12])) * 10_000
 }
 
-const load = (url: string, question: string, seconds: number, connections: number) =>
-  autocannon({
+const load = (url: string, question: string, seconds: number, connections: number) => {
+  let sent = 0
+  return autocannon({
     url: `${url}/api/chat`,
     method: 'POST',
     headers: { 'content-type': 'application/json' },
-    body: chatRequestBody({ threadId: 'bench-thread', runId: 'bench-run' }, question),
+    // A thread and a run of its own per request: Effect Chat keeps each run's log and
+    // thread, and refuses a second run of a thread that is answering.
+    requests: [
+      {
+        setupRequest: (request) => {
+          sent++
+          return { ...request, body: chatRequestBody({ threadId: `bench-thread-${sent}`, runId: `bench-run-${sent}` }, question) }
+        },
+      },
+    ],
     connections,
     duration: seconds,
   })
+}
 
 const median = (values: ReadonlyArray<number>) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!
 

@@ -396,9 +396,10 @@ export declare namespace StreamLog {
     readonly cancel: (runId: string) => Effect.Effect<boolean, UnknownRun | StreamLogError>
     /**
      * Completes once the run's log is closed, by its producer or by a
-     * {@link cancel} from any process: it looks every `endedPollInterval`.
+     * {@link cancel} from any process: it looks every `endedPollInterval`,
+     * and a read the store cannot answer is looked at again.
      */
-    readonly ended: (runId: string) => Effect.Effect<void, StreamLogError>
+    readonly ended: (runId: string) => Effect.Effect<void>
   }
 }
 
@@ -531,7 +532,11 @@ const makeService = (backend: StreamLogBackend, options: StreamLogOptions | unde
     )
 
   const ended = (runId: string) =>
-    Effect.repeat(Effect.delay(stateOf(runId), endedPollInterval), { until: (state) => state.complete }).pipe(Effect.asVoid)
+    Effect.repeat(
+      // A read that fails is not an end: the run goes on, and a cancel is seen at the next read (its fence holds meanwhile).
+      Effect.delay(Effect.orElseSucceed(stateOf(runId), () => ({ complete: false })), endedPollInterval),
+      { until: (state) => state.complete }
+    ).pipe(Effect.asVoid)
 
   return { ...backend, durability, check, cancel, ended }
 }
