@@ -177,7 +177,6 @@ export const layerSocketRunner = (
     )))
   )
 
-/** This package's settings over effect's defaults; see {@link SingleRunnerOptions}. */
 /**
  * Options of {@link layerSqlite}.
  *
@@ -241,6 +240,7 @@ export const layerSqlite = (
   return Layer.provide(layerSingleRunner(options), sqliteClient(options.filename)).pipe(Layer.provide(engineLock))
 }
 
+/** This package's settings over effect's defaults; see {@link SingleRunnerOptions}. */
 const runnerDefaults = {
   entityMessagePollInterval: "1 second",
   shardLockExpiration: "5 seconds",
