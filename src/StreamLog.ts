@@ -21,6 +21,7 @@
 import type { StreamChunk, UpsertableStreamDurability } from "@tanstack/ai"
 import { resolveResumeRunId } from "@tanstack/ai"
 import { Clock, Context, Deferred, Duration, Effect, Layer, Schema } from "effect"
+import { runErrorChunk } from "./internal/agui.ts"
 import { planUpsert } from "./internal/streamLog.ts"
 
 /**
@@ -542,15 +543,7 @@ const makeService = (backend: StreamLogBackend, options: StreamLogOptions | unde
 }
 
 /** The terminal a cancel stores: core's `RUN_ERROR` of an explicit cancel, so that a reader ends and shows why. */
-const cancelledChunk = (): StreamChunk =>
-  // Core's chunk type, written as core's `runErrorChunk` writes it.
-  ({
-    type: "RUN_ERROR",
-    timestamp: Date.now(),
-    message: "The run was cancelled",
-    code: "cancelled",
-    error: { message: "The run was cancelled", code: "cancelled" }
-  }) as StreamChunk
+const cancelledChunk = (): StreamChunk => runErrorChunk("The run was cancelled", "cancelled")
 
 interface MemoryLog {
   epoch: number

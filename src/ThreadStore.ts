@@ -144,26 +144,37 @@ export class ThreadStore extends Context.Service<ThreadStore, ThreadStoreBackend
       const threads = yield* ThreadStore
       const initial = toUIMessages(params.messages)
       yield* threads.save(params.threadId, { messages: initial, activeRun: { runId: params.runId }, interrupts: null })
-      const processor = new StreamProcessor({ initialMessages: [...initial] })
-      let interrupts: Thread["interrupts"] = null
+      const transcript = makeTranscript(initial, params.runId)
       return stream.pipe(
-        Stream.tap((chunk) =>
-          Effect.sync(() => {
-            processor.processChunk(chunk)
-            if (chunk.type === "RUN_FINISHED") interrupts = interruptsOf(params.runId, chunk)
-          })
-        ),
+        Stream.tap((chunk) => Effect.sync(() => transcript.add(chunk))),
         Stream.onExit(() =>
-          Effect.suspend(() => {
-            processor.finalizeStream()
-            return threads.save(params.threadId, { messages: processor.getMessages(), activeRun: null, interrupts }, { whileRun: params.runId })
-          }).pipe(
+          Effect.suspend(() => threads.save(params.threadId, transcript.ended(), { whileRun: params.runId })).pipe(
             Effect.catchTag("ThreadStoreError", (error) => Effect.logWarning(`The thread's transcript could not be saved: ${error.message}`)),
             Effect.asVoid
           )
         )
       )
     }))
+}
+
+/**
+ * A run's chunks folded onto a thread's transcript as the client folds them
+ * (core's `StreamProcessor`), with the interrupts the run ends on: the
+ * thread to save when the run ended.
+ */
+export const makeTranscript = (initial: ReadonlyArray<UIMessage>, runId: string) => {
+  const processor = new StreamProcessor({ initialMessages: [...initial] })
+  let interrupts: Thread["interrupts"] = null
+  return {
+    add: (chunk: StreamChunk): void => {
+      processor.processChunk(chunk)
+      if (chunk.type === "RUN_FINISHED") interrupts = interruptsOf(runId, chunk)
+    },
+    ended: (): Thread => {
+      processor.finalizeStream()
+      return { messages: processor.getMessages(), activeRun: null, interrupts }
+    }
+  }
 }
 
 /** The interrupts a `RUN_FINISHED` ends on (a tool approval), as the client's hydrate reads them. */
@@ -176,7 +187,7 @@ const interruptsOf = (runId: string, chunk: StreamChunk): Thread["interrupts"] =
 }
 
 /** The request's messages as the client keeps them: UI messages stay, model messages are converted as core converts them. */
-const toUIMessages = (messages: ChatRequestParams["messages"]): ReadonlyArray<UIMessage> => {
+export const toUIMessages = (messages: ChatRequestParams["messages"]): ReadonlyArray<UIMessage> => {
   const all = [...messages]
   // Core's request body holds UI messages (with parts) or model messages; its converter takes the latter.
   return all.every((message) => "parts" in message)

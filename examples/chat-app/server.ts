@@ -79,6 +79,7 @@ const announce = Layer.effectDiscard(
 export const ChatApp = (options: ChatAppOptions) =>
   HttpRouter.serve(Layer.mergeAll(Api(options), HttpStaticServer.layer({ root: options.webRoot })), { disableListenLog: true, disableLogger: options.accessLog === false }).pipe(
     Layer.merge(announce),
-    Layer.provide(services(options)),
+    // The server listens once its services are up: a request it accepted earlier (a client reconnecting to a restarted process) would wait for a handler forever.
     Layer.provide(NodeHttpServer.layer(createServer, { port: options.port, host: options.host })),
+    Layer.provide(services(options)),
   )

@@ -27,8 +27,8 @@
  * @since 0.1.0
  */
 import type { AnyTextAdapter, ModelMessage, StreamChunk } from "@tanstack/ai"
-import { Context, Effect, Exit, Layer, Option, PubSub, Schedule, Schema, type Scope, Stream } from "effect"
-import { Activity, DurableDeferred, Workflow, type WorkflowEngine } from "effect/workflow"
+import { Context, Effect, Exit, Layer, Option, PubSub, Schedule, Schema, type Scope, Semaphore, Stream } from "effect"
+import { Activity, DurableDeferred, Workflow, WorkflowEngine } from "effect/workflow"
 import type { Agent } from "../Agent.ts"
 import { AiError, failOnProviderError } from "../AiError.ts"
 import { chat, type ChatRequirements, type CoreTool } from "../Chat.ts"
@@ -40,14 +40,19 @@ import {
   declinedOutcome,
   isClientToolNotice,
   makeTurnReader,
+  messagesSnapshotChunk,
   parsedIfJson,
   replayedChunks,
+  runErrorChunk,
   toolResultChunk,
-  type Turn
+  type Turn,
+  withoutClientInterrupt
 } from "../internal/agui.ts"
 import { runToolCall } from "../internal/toolCall.ts"
 import { RunContext } from "../RunContext.ts"
 import { isServerTool, type ServerTool, wrapToolsForRun } from "../ServerTool.ts"
+import { StreamLog, type StreamLogError } from "../StreamLog.ts"
+import { makeTranscript, ThreadStore } from "../ThreadStore.ts"
 import * as DurableRunError from "./DurableRunError.ts"
 import * as DurableRunStore from "./DurableRunStore.ts"
 
@@ -273,6 +278,18 @@ export interface DurableAgent<Tools extends ReadonlyArray<unknown>> {
     DurableRunError.DurableRunNotFound | DurableRunError.DurableRunStoreError,
     DurableServices
   >
+  /**
+   * Stops a run from any process: the engine interrupts it (the activity in
+   * flight is interrupted, its finalizers run, and nothing after it runs),
+   * and its delivery log, when the layer has an `AI.StreamLog`, is closed
+   * with core's `RUN_ERROR` of a cancel, so that every client reading it
+   * ends. `false` when the run had already finished.
+   */
+  readonly cancel: (runId: string) => Effect.Effect<
+    boolean,
+    DurableRunError.DurableRunNotFound | DurableRunError.DurableRunStoreError | StreamLogError,
+    DurableServices
+  >
   /** The result of a run, once it finished; from any process on the same engine. */
   readonly poll: (runId: string) => Effect.Effect<
     Option.Option<Exit.Exit<DurableRunResult, AiError>>,
@@ -372,7 +389,6 @@ export const make = <TAdapter extends AnyTextAdapter, const Tools extends Readon
   const body = Effect.fnUntraced(function*(payload: typeof Payload.Type) {
     const chunks = yield* RunChunks
     const runs = yield* DurableRunStore.DurableRunStore
-    const publish = (chunk: StreamChunk) => chunks.publish({ _tag: "Chunk", runId: payload.runId, chunk })
     const run = RunContext.of({ runId: payload.runId, threadId: payload.threadId, agent: agent.name, trigger: payload.trigger })
     const tools = typeof agent.tools === "function" ? agent.tools({ run }) : agent.tools
     // The model is told about every tool but runs none: each call is an activity of its own.
@@ -381,6 +397,12 @@ export const make = <TAdapter extends AnyTextAdapter, const Tools extends Readon
     // Core's model messages, as the engine stored them.
     const messages = [...payload.messages] as Array<ModelMessage>
     const usage = { ...payload.usageBefore }
+    const log = yield* openRunLog(payload.runId, () => messages)
+    /** A chunk to this process's streams, and to the run's log before the activity that sends it ends. */
+    const publish = (chunk: StreamChunk) => Effect.andThen(chunks.publish({ _tag: "Chunk", runId: payload.runId, chunk }), log.write(chunk))
+    /** Closes the run's log (with its failure) and saves its thread, once. */
+    const end = (error: AiError | undefined) =>
+      Activity.make({ name: "end", execute: Effect.andThen(log.end(error), saveThread(payload.runId, payload.threadId)) })
     for (let index = 0;; index++) {
       const turn: Turn = yield* Activity.make({
         name: `turn-${index}`,
@@ -391,6 +413,7 @@ export const make = <TAdapter extends AnyTextAdapter, const Tools extends Readon
           Effect.retry({ schedule: turnRetry, while: isTransient })
         )
       }).pipe(
+        Effect.tapError((error) => end(error)),
         Effect.mapError((error) =>
           new RunFailed({
             error,
@@ -406,6 +429,7 @@ export const make = <TAdapter extends AnyTextAdapter, const Tools extends Readon
       usage.output += turn.usage.output
       messages.push(assistantMessage(turn))
       if (turn.toolCalls.length === 0) {
+        yield* end(undefined)
         return new DurableRunResult({ messages, text: turn.text, turns: payload.turnsBefore + index + 1, usage })
       }
       for (const call of turn.toolCalls) {
@@ -433,8 +457,11 @@ export const make = <TAdapter extends AnyTextAdapter, const Tools extends Readon
             const runnable = yield* wrapToolsForRun(tools)
             const tool = runnable.find((tool) => tool.name === call.name)
             // A tool's progress goes out live, as core sends it: a CUSTOM chunk with the call's id.
-            const progress = (name: string, value: Record<string, unknown>) =>
-              Effect.runSync(publish(customChunk(name, { ...value, toolCallId: call.id })))
+            const progress = (name: string, value: Record<string, unknown>) => {
+              const chunk = customChunk(name, { ...value, toolCallId: call.id })
+              Effect.runSync(chunks.publish({ _tag: "Chunk", runId: payload.runId, chunk }))
+              log.writeSoon(chunk)
+            }
             return yield* Effect.promise(() => runToolCall(tool, call, progress))
           })).pipe(
             Effect.tap((outcome) => publish(toolResultChunk(call, outcome))),
@@ -458,7 +485,8 @@ export const make = <TAdapter extends AnyTextAdapter, const Tools extends Readon
     runId: input.runId,
     threadId: input.threadId ?? input.runId,
     trigger: input.trigger ?? "durable",
-    messages: input.messages,
+    // As JSON, which is what the engine stores: a client's `createdAt` Date becomes its ISO string.
+    messages: JSON.parse(JSON.stringify(input.messages)) as ReadonlyArray<unknown>,
     generation,
     turnsBefore: 0,
     usageBefore: { input: 0, output: 0 }
@@ -579,6 +607,17 @@ export const make = <TAdapter extends AnyTextAdapter, const Tools extends Readon
         }
       }),
     pendingApprovals,
+    cancel: (runId) =>
+      Effect.gen(function*() {
+        const record = yield* known(runId)
+        if (Option.isSome(yield* pollGeneration(runId, record.generation))) return false
+        // Not the engine's safe interrupt, which waits until the run would suspend: the activity in flight stops now.
+        const engine = yield* WorkflowEngine.WorkflowEngine
+        yield* engine.interruptUnsafe(workflow, yield* executionIdOf(runId, record.generation))
+        const log = yield* Effect.serviceOption(StreamLog)
+        if (Option.isSome(log)) yield* log.value.cancel(runId).pipe(Effect.catchTag("UnknownRun", () => Effect.succeed(false)))
+        return true
+      }),
     status: (runId) =>
       Effect.gen(function*() {
         const approvals = yield* pendingApprovals(runId)
@@ -637,7 +676,7 @@ const modelTurn = (
       Stream.runForEach((chunk) => {
         reader.add(chunk)
         // The tools are declared without `execute`, so core hands their calls to the client: not here.
-        return isClientToolNotice(chunk) ? Effect.void : publish(chunk)
+        return isClientToolNotice(chunk) ? Effect.void : publish(withoutClientInterrupt(chunk))
       }),
       Effect.catchTag("ChatError", (error) => Effect.fail(new AiError({ activity: "chat", reason: "provider", message: error.message, cause: error }))),
       Effect.map(() => reader.turn())
@@ -661,3 +700,119 @@ const producedMessages = (result: DurableRunResult): ReadonlyArray<ModelMessage>
   }
   return messages
 }
+
+/**
+ * Where one execution of a run's body writes the run's chunks: the run's
+ * delivery log, when the agent's layer has an `AI.StreamLog`. `write` has
+ * the chunk stored when it completes (so that an activity that ended has
+ * its chunks in the log); `writeSoon` stores it after the chunks before it,
+ * without waiting (a tool's progress, from a callback).
+ */
+interface RunLog {
+  readonly write: (chunk: StreamChunk) => Effect.Effect<void>
+  readonly writeSoon: (chunk: StreamChunk) => void
+  /** Stores the run's failure, if it failed, and closes the log. */
+  readonly end: (error: AiError | undefined) => Effect.Effect<void>
+}
+
+const noRunLog: RunLog = { write: () => Effect.void, writeSoon: () => {}, end: () => Effect.void }
+
+/**
+ * How long a write to the log is tried while the store cannot answer: about
+ * 30 seconds, then the run stops with a defect (a log that cannot store a
+ * chunk fails closed, rather than go on unseen).
+ */
+const logRetry = Schedule.max([Schedule.min([Schedule.exponential("50 millis"), Schedule.spaced("2 seconds")]), Schedule.recurs(20)])
+
+const storing = <A, E extends { readonly _tag: string }>(effect: Effect.Effect<A, E | StreamLogError>) =>
+  effect.pipe(
+    Effect.retry({ schedule: logRetry, while: (error) => error._tag === "StreamLogError" }),
+    Effect.catchTag("StreamLogError", (error) => Effect.die(error))
+  )
+
+/**
+ * Opens the run's log as its producer, for one execution of the run's body:
+ * the first one, or one that resumes the run after a crash or an approval.
+ * Each claims a new epoch, so that the execution before it (a runner that
+ * died, or was only thought dead) is fenced: what it still sends is
+ * refused. When the log already holds chunks, the first write is preceded
+ * by a snapshot of the conversation the engine recorded (`conversation`):
+ * the client replaces its transcript with it, so that the part of a turn
+ * cut off by a crash disappears before that turn is sent again. A log that
+ * was closed (the run ended, or was cancelled) is left as it is.
+ */
+const openRunLog = (runId: string, conversation: () => ReadonlyArray<ModelMessage>): Effect.Effect<RunLog> =>
+  Effect.gen(function*() {
+    const found = yield* Effect.serviceOption(StreamLog)
+    if (Option.isNone(found)) return noRunLog
+    const log = found.value
+    const claimed = yield* storing(log.claim(runId)).pipe(
+      Effect.map(Option.some),
+      Effect.catchTag("ProducerFenced", () => Effect.succeedNone)
+    )
+    if (Option.isNone(claimed)) return noRunLog
+    const epoch = claimed.value
+    let takingOver = (yield* storing(log.read(runId, 0, 1))).entries.length > 0
+    let fenced = false
+    const pending: Array<StreamChunk> = []
+    const lock = Semaphore.makeUnsafe(1)
+    // Appends every chunk written so far, in order, in one round trip.
+    const drain = lock.withPermit(Effect.suspend(() => {
+      if (pending.length === 0 || fenced) return Effect.void
+      const batch = pending.splice(0)
+      if (takingOver) {
+        takingOver = false
+        batch.unshift(messagesSnapshotChunk(conversation(), `${runId}-snapshot`))
+      }
+      return storing(log.append(runId, epoch, batch)).pipe(
+        Effect.asVoid,
+        Effect.catchTag("ProducerFenced", () => {
+          fenced = true
+          return Effect.logWarning(`Run ${runId} is written by another execution now; this one stops writing its log`)
+        })
+      )
+    }))
+    return {
+      write: (chunk) => Effect.suspend(() => {
+        pending.push(chunk)
+        return drain
+      }),
+      writeSoon: (chunk) => {
+        pending.push(chunk)
+        Effect.runFork(drain)
+      },
+      end: (error) =>
+        Effect.gen(function*() {
+          if (error !== undefined) pending.push(runErrorChunk(error.message, error.reason))
+          yield* drain
+          if (fenced) return
+          yield* storing(log.close(runId, epoch)).pipe(Effect.catchTag("ProducerFenced", () => Effect.void))
+        })
+    }
+  })
+
+/**
+ * Saves the run's thread when the run ended, if the agent's layer has an
+ * `AI.ThreadStore` and the thread's active run is this one: the thread's
+ * transcript with the run's log folded onto it, as the client folded it.
+ * A compare-and-set on the active run, so that a second save is nothing.
+ */
+const saveThread = (runId: string, threadId: string): Effect.Effect<void> =>
+  Effect.gen(function*() {
+    const threads = yield* Effect.serviceOption(ThreadStore)
+    const log = yield* Effect.serviceOption(StreamLog)
+    if (Option.isNone(threads) || Option.isNone(log)) return
+    const thread = yield* threads.value.load(threadId)
+    if (Option.isNone(thread) || thread.value.activeRun?.runId !== runId) return
+    const transcript = makeTranscript(thread.value.messages, runId)
+    for (let after = 0;;) {
+      const page = yield* storing(log.value.read(runId, after, 256))
+      for (const entry of page.entries) transcript.add(entry.chunk)
+      if (page.entries.length < 256) break
+      after = page.entries.at(-1)!.seq
+    }
+    yield* threads.value.save(threadId, transcript.ended(), { whileRun: runId })
+  }).pipe(
+    // The answer is in the run's log and result; a thread that could not be saved keeps its question and active run.
+    Effect.catchTag("ThreadStoreError", (error) => Effect.logWarning(`The thread of run ${runId} could not be saved: ${error.message}`))
+  )

@@ -15,15 +15,16 @@
  *
  * @since 0.1.0
  */
-import { chatParamsFromRequestBody, resumeServerSentEventsResponse, toServerSentEventsResponse } from "@tanstack/ai"
+import { chatParamsFromRequestBody, convertMessagesToModelMessages, resumeServerSentEventsResponse, toServerSentEventsResponse } from "@tanstack/ai"
 import type { StreamChunk } from "@tanstack/ai"
-import { ByteSize, Effect, Exit, identity, Option, Predicate, Schema, Scope, Stream } from "effect"
+import { ByteSize, Duration, Effect, Exit, identity, Option, Predicate, Schedule, Schema, Scope, Stream } from "effect"
 import { HttpIncomingMessage, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { type ChatRequestParams, fromChatParams } from "../Chat.ts"
 import { toServerSentEvents } from "../ServerSentEvents.ts"
 import { Locks } from "../Locks.ts"
+import type * as DurableAgent from "../durable/DurableAgent.ts"
 import { StreamLog } from "../StreamLog.ts"
-import { ThreadStore } from "../ThreadStore.ts"
+import { ThreadStore, toUIMessages } from "../ThreadStore.ts"
 
 /**
  * The request's body is not JSON, or not an AG-UI run input (a thread id, a
@@ -314,14 +315,7 @@ const serveThroughLog = <E, R, R2, R3>(
     const request = yield* HttpServerRequest.HttpServerRequest
     const log = yield* StreamLog
     const named = logRequestOf(request)
-    if (named.offset !== null && named.offset !== undefined) {
-      const offset = named.offset
-      return yield* authorized(request, options, { runId: named.runId }, Effect.gen(function*() {
-        // Refused before anything streams: a bad offset is a 400, a run that is not stored a 404.
-        yield* log.check(named.runId, offset)
-        return HttpServerResponse.fromWeb(resumeServerSentEventsResponse({ adapter: yield* log.durability(named) }))
-      }))
-    }
+    if (named.offset !== null && named.offset !== undefined) return yield* resumeFromLog(request, options, named.runId, named.offset)
     const params = yield* requestParams
     // The client's run id (X-Run-Id) when it sent one, the body's otherwise: the id it resumes by.
     const runId = request.headers["x-run-id"] ?? params.runId
@@ -342,6 +336,23 @@ const serveThroughLog = <E, R, R2, R3>(
       StreamLogError: textResponse(503)
     })
   )
+
+/**
+ * Answers what a run's log holds after `offset`, then tails it to the run's
+ * end. Refused before anything streams: a bad offset is a 400, a run whose
+ * log is not stored a 404.
+ */
+const resumeFromLog = <R2>(
+  request: HttpServerRequest.HttpServerRequest,
+  options: RouteOptions<R2> | undefined,
+  runId: string,
+  offset: string
+) =>
+  authorized(request, options, { runId }, Effect.gen(function*() {
+    const log = yield* StreamLog
+    yield* log.check(runId, offset)
+    return HttpServerResponse.fromWeb(resumeServerSentEventsResponse({ adapter: yield* log.durability({ runId, offset }) }))
+  }))
 
 /**
  * Stops a run from any process: a `DELETE` with `?runId` takes the run's
@@ -500,3 +511,149 @@ const threadLock = (params: ChatRequestParams): Effect.Effect<RunWrapper | HttpS
       EffectStoreError: textResponse(503)
     })
   )
+
+/**
+ * Options of {@link durableHandler}.
+ *
+ * @example
+ * ```ts
+ * import type { ChatRoute } from "@tanstack/ai-effect/http"
+ *
+ * const options: ChatRoute.DurableRouteOptions = { startDeadline: "30 seconds" }
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface DurableRouteOptions<R = never> extends Omit<RouteOptions<R>, "batch"> {
+  /**
+   * How long a message waits for its run to open its log (the engine hands
+   * the run to a runner, which may be another process) before it is
+   * answered with a 503. Default 10 seconds.
+   */
+  readonly startDeadline?: Duration.Input | undefined
+}
+
+/**
+ * The route of a chat whose every message is answered by a durable agent
+ * run (`@tanstack/ai-effect/durable`), for `POST`, `GET` and `DELETE` on
+ * one path, as `useChat({ threadId, persistence: true })` with
+ * `fetchServerSentEvents` uses it:
+ *
+ * - a message starts the run of the request's run id (`X-Run-Id`, or the
+ *   body's), marks it active in its thread, and answers the run's delivery
+ *   log from its start. The runner that executes the run writes the log,
+ *   whichever process it is; a runner that takes the run over after a crash
+ *   continues it (see `DurableAgent.make`), and saves the thread when the
+ *   run ends;
+ * - a resume (`Last-Event-ID`, or `?offset` with `?runId`) and a join are
+ *   answered from the log by any process;
+ * - a `GET` with `?threadId` is the {@link hydrate} of the thread;
+ * - a `DELETE` with `?runId` stops the run (`DurableAgent.cancel`): 202,
+ *   or 409 when it had already finished.
+ *
+ * Provide the agent's layer, its engine, `AI.StreamLog` and
+ * `AI.ThreadStore` to the server, and the same log and thread store to the
+ * agent's layer. The same run id with another conversation is a 409; a run
+ * id is the message's idempotency key, so the client's retry of a message
+ * joins its run.
+ *
+ * @example
+ * ```ts
+ * import * as AI from "@tanstack/ai-effect"
+ * import { DurableAgent, DurableEngine } from "@tanstack/ai-effect/durable"
+ * import { ChatRoute } from "@tanstack/ai-effect/http"
+ * import { layerSqlite, layerSqliteStreamLog, layerSqliteThreadStore } from "@tanstack/ai-effect/sqlite"
+ * import { scriptedText } from "@tanstack/ai-effect/testing"
+ * import { Layer } from "effect"
+ * import { HttpRouter } from "effect/http"
+ *
+ * const agent = DurableAgent.make(AI.defineAgent({
+ *   name: "assistant",
+ *   adapter: scriptedText([{ text: "Hello!" }]),
+ *   instructions: "Answer briefly.",
+ *   tools: []
+ * }))
+ * const chat = ChatRoute.durableHandler(agent)
+ *
+ * const stores = Layer.mergeAll(layerSqliteStreamLog({ filename: ".data/chat.db" }), layerSqliteThreadStore({ filename: ".data/chat.db" }))
+ * export const Api = Layer.mergeAll(
+ *   HttpRouter.add("POST", "/api/chat", chat),
+ *   HttpRouter.add("GET", "/api/chat", chat),
+ *   HttpRouter.add("DELETE", "/api/chat", chat)
+ * ).pipe(
+ *   Layer.provideMerge(agent.layer),
+ *   Layer.provideMerge(DurableEngine.layerSqlite({ filename: ".data/chat.db" })),
+ *   Layer.provideMerge(stores),
+ *   Layer.provide(layerSqlite({ filename: ".data/chat.db" }))
+ * )
+ * ```
+ *
+ * @since 0.1.0
+ * @category handlers
+ */
+export const durableHandler = <Tools extends ReadonlyArray<unknown>, R2 = never>(
+  agent: Pick<DurableAgent.DurableAgent<Tools>, "start" | "cancel">,
+  options?: DurableRouteOptions<R2>
+): Effect.Effect<
+  HttpServerResponse.HttpServerResponse,
+  never,
+  HttpServerRequest.HttpServerRequest | StreamLog | ThreadStore | DurableAgent.DurableServices | R2
+> => {
+  const startDeadline = Duration.fromInputUnsafe(options?.startDeadline ?? "10 seconds")
+  const hydrateThread = hydrate(options)
+  const start = Effect.gen(function*() {
+    const request = yield* HttpServerRequest.HttpServerRequest
+    const params = yield* requestParams
+    const runId = request.headers["x-run-id"] ?? params.runId
+    return yield* authorized(request, options, { threadId: params.threadId, runId }, Effect.gen(function*() {
+      const log = yield* StreamLog
+      const threads = yield* ThreadStore
+      // Active before the run starts: the runner saves the thread at the run's end only while this run is its active one.
+      yield* threads.save(params.threadId, { messages: toUIMessages(params.messages), activeRun: { runId }, interrupts: null })
+      yield* agent.start({
+        runId,
+        threadId: params.threadId,
+        // Core's request messages (UI or model messages), as the model reads them.
+        messages: convertMessagesToModelMessages([...params.messages] as Parameters<typeof convertMessagesToModelMessages>[0]),
+        trigger: "chat"
+      })
+      // The runner opens the log when it starts the run, here or in another process.
+      const opened = yield* log.check(runId, "-1").pipe(
+        Effect.retry({ schedule: Schedule.spaced("20 millis"), while: (error) => error._tag === "UnknownRun" }),
+        Effect.timeoutOption(startDeadline)
+      )
+      if (Option.isNone(opened)) {
+        return HttpServerResponse.text(`Run ${runId} is started, but no runner opened its log within ${Duration.format(startDeadline)}`, { status: 503 })
+      }
+      return HttpServerResponse.fromWeb(resumeServerSentEventsResponse({ adapter: yield* log.durability({ runId, offset: "-1" }) }))
+    }))
+  })
+  const stop = Effect.gen(function*() {
+    const request = yield* HttpServerRequest.HttpServerRequest
+    const runId = urlOf(request).searchParams.get("runId")
+    if (runId === null || runId === "") return HttpServerResponse.text("A cancel needs ?runId", { status: 400 })
+    return yield* authorized(request, options, { runId }, Effect.map(agent.cancel(runId), (stopped) =>
+      stopped
+        ? HttpServerResponse.text(`Run ${runId} is cancelled`, { status: 202 })
+        : HttpServerResponse.text(`Run ${runId} had already ended`, { status: 409 })))
+  })
+  return Effect.gen(function*() {
+    const request = yield* HttpServerRequest.HttpServerRequest
+    if (request.method === "DELETE") return yield* stop
+    const named = logRequestOf(request)
+    if (named.offset !== null && named.offset !== undefined) return yield* resumeFromLog(request, options, named.runId, named.offset)
+    return yield* request.method === "GET" && urlOf(request).searchParams.has("threadId") ? hydrateThread : start
+  }).pipe(
+    Effect.catchTags({
+      ChatRequestError: requestRefused,
+      InvalidOffset: textResponse(400),
+      UnknownRun: textResponse(404),
+      DurableRunNotFound: textResponse(404),
+      DurableRunInputMismatch: textResponse(409),
+      StreamLogError: textResponse(503),
+      ThreadStoreError: textResponse(503),
+      DurableRunStoreError: textResponse(503)
+    })
+  )
+}

@@ -11,7 +11,7 @@
  *   `RUN_FINISHED`, the error of `RUN_ERROR`, and the chunks that are the
  *   client's part of a run.
  */
-import { type ModelMessage, normalizeStreamChunk, type StreamChunk } from "@tanstack/ai"
+import { type ModelMessage, modelMessagesToUIMessages, normalizeStreamChunk, type StreamChunk, uiMessagesToWire } from "@tanstack/ai"
 import { Predicate } from "effect"
 
 // ---------------------------------------------------------------------------
@@ -131,6 +131,18 @@ export const isClientToolNotice = (chunk: StreamChunk): boolean =>
   chunk.type === "MESSAGES_SNAPSHOT" ||
   (chunk.type === "CUSTOM" && (chunk.name === "tool-input-available" || chunk.name === "approval-requested"))
 
+/**
+ * A turn's `RUN_FINISHED` as a run that executes its tools itself ends it:
+ * without the interrupt outcome core adds when it hands the turn's tool
+ * calls to the client (which would show the client a tool of its own to
+ * run). Other chunks are returned as they are.
+ */
+export const withoutClientInterrupt = (chunk: StreamChunk): StreamChunk => {
+  if (chunk.type !== "RUN_FINISHED" || chunk.outcome?.type !== "interrupt") return chunk
+  const { outcome: _handedToClient, ...finished } = chunk
+  return finished
+}
+
 /** A tool call the model made in a turn, with its arguments' raw text. */
 export interface TurnToolCall {
   readonly id: string
@@ -231,6 +243,26 @@ export const toolResultChunk = (call: TurnToolCall, outcome: ToolOutcome): Strea
 export const customChunk = (name: string, value: Record<string, unknown>): StreamChunk =>
   // Core's chunk type, written as core writes it.
   ({ type: "CUSTOM", name, value, timestamp: Date.now() }) as StreamChunk
+
+/** Core's `RUN_ERROR` chunk, written as core's `runErrorChunk` writes it (AG-UI's fields and core's `error` object). */
+export const runErrorChunk = (message: string, code: string): StreamChunk =>
+  // Core's chunk type, written as core writes it.
+  ({ type: "RUN_ERROR", timestamp: Date.now(), message, code, error: { message, code } }) as StreamChunk
+
+/**
+ * A `MESSAGES_SNAPSHOT` of a conversation, as core's agent loop builds one
+ * from its model messages: the client's `StreamProcessor` replaces its
+ * transcript with it, dropping whatever partial turn it showed.
+ */
+export const messagesSnapshotChunk = (messages: ReadonlyArray<ModelMessage>, idPrefix: string): StreamChunk =>
+  // Core's chunk type, written as core writes it.
+  ({
+    type: "MESSAGES_SNAPSHOT",
+    timestamp: Date.now(),
+    messages: uiMessagesToWire(modelMessagesToUIMessages(messages.map((message, index) => ({ ...message, id: `${idPrefix}_${index}` }))), {
+      includeSnapshotStructuredOutput: true
+    })
+  }) as StreamChunk
 
 /** The chunk that asks the client to approve a tool call (core's `approval-requested`). */
 export const approvalRequestedChunk = (call: TurnToolCall): StreamChunk =>

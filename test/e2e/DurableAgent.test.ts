@@ -5,8 +5,6 @@
  * twice. The model is the fake OpenAI server, which counts the requests it
  * answers; the effects go to a remote that counts each application.
  */
-import { type ChildProcess, spawn } from "node:child_process"
-import { once } from "node:events"
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -19,6 +17,7 @@ import { completes, holdingTurn, ordersModel, refundModel, requestsPerTurn } fro
 import type { DurableWorkerConfig } from "../support/durable-worker.ts"
 import { freePort, missing, startPostgres, type TestServer } from "../support/services.ts"
 import { type Remote, startRemote } from "../support/workers.ts"
+import { startDurableWorker } from "../support/durableWorkers.ts"
 
 describe.skipIf(missing("postgres") !== undefined)("a durable run in one process, on PostgreSQL", () => {
   let postgres: TestServer
@@ -47,40 +46,6 @@ describe.skipIf(missing("postgres") !== undefined)("a durable run across a crash
     await postgres?.dispose()
   })
 
-  const startWorker = (config: DurableWorkerConfig) => {
-    const child: ChildProcess = spawn(
-      process.execPath,
-      ["--conditions=@tanstack/ai-effect/source", join(import.meta.dirname, "..", "support", "durable-worker.ts")],
-      {
-        // A single runner reads its address from PORT, as on a platform that sets it for the HTTP server.
-        env: { ...process.env, AI_EFFECT_DURABLE_WORKER: JSON.stringify(config), ...(config.runner === undefined ? {} : { PORT: String(config.runner.port) }) },
-        stdio: ["ignore", "pipe", "inherit"]
-      }
-    )
-    let output = ""
-    const waiting: Array<{ readonly line: string; readonly seen: () => void }> = []
-    child.stdout!.on("data", (part: Buffer) => {
-      output += part.toString()
-      for (const wait of waiting) if (output.includes(wait.line)) wait.seen()
-    })
-    const exited = once(child, "exit") as Promise<[number | null, NodeJS.Signals | null]>
-    return {
-      child,
-      exited,
-      /** Resolves once the worker printed the line. */
-      printed: (line: string) =>
-        new Promise<void>((resolve) => {
-          if (output.includes(line)) resolve()
-          else waiting.push({ line, seen: resolve })
-        }),
-      /** The run's exit, as the worker printed it when the run finished. */
-      exit: async () => {
-        await exited
-        return JSON.parse(output.trim().split("\n").at(-1)!) as { readonly _tag: string; readonly value: { readonly text: string } }
-      }
-    }
-  }
-
   /** Runs a test with a fake model of its own, and a remote whose counts start at zero. */
   const withModel = async (policy: (request: ResponsesRequest) => FakeReply, test: (model: FakeOpenAIServer) => Promise<void>) => {
     const model = await startFakeOpenAI(policy)
@@ -105,12 +70,12 @@ describe.skipIf(missing("postgres") !== undefined)("a durable run across a crash
 
   it("the worker dies right after the effect tool's effect; a new process resumes the run by itself: no finished turn is requested again, the effect is applied once", async () => {
     await withModel(ordersModel(), async (model) => {
-      const crashed = startWorker(configFor("run-crash-after-effect", model.baseURL, { crashAfterEffect: true }))
+      const crashed = startDurableWorker(configFor("run-crash-after-effect", model.baseURL, { crashAfterEffect: true }))
       expect((await crashed.exited)[1]).toBe("SIGKILL")
       expect(remote.applied.get("notify-ada")).toBe(1)
 
       // The new process does not start the run: the engine resumes it from storage.
-      const resumed = startWorker(configFor("run-crash-after-effect", model.baseURL, { start: false }))
+      const resumed = startDurableWorker(configFor("run-crash-after-effect", model.baseURL, { start: false }))
       expect(await resumed.exit()).toMatchObject({ _tag: "Success", value: { text: "A-100 has shipped, and ada knows." } })
       expect(requestsPerTurn(model.requests)).toEqual([1, 1, 1])
       expect(remote.applied.get("notify-ada")).toBe(1)
@@ -122,13 +87,13 @@ describe.skipIf(missing("postgres") !== undefined)("a durable run across a crash
     it(`a run waiting for approval survives its process: a new process lists the pending approval and ${approved ? "approves it, and the tool runs exactly once" : "declines it, and the tool never runs"}`, async () => {
       await withModel(refundModel, async (model) => {
         const runId = `run-approval-restart-${approved}`
-        const first = startWorker(configFor(runId, model.baseURL))
+        const first = startDurableWorker(configFor(runId, model.baseURL))
         await first.printed("approval call_refund")
         first.child.kill("SIGKILL")
         await first.exited
         expect(remote.applied.get("refund-A-100")).toBeUndefined()
 
-        const restarted = startWorker(configFor(runId, model.baseURL, { start: false, approve: { toolCallId: "call_refund", approved } }))
+        const restarted = startDurableWorker(configFor(runId, model.baseURL, { start: false, approve: { toolCallId: "call_refund", approved } }))
         // The new process reads what the run waits for before it answers.
         await restarted.printed(`pending ${JSON.stringify(["call_refund"])}`)
         const exit = await restarted.exit()
@@ -151,7 +116,7 @@ describe.skipIf(missing("postgres") !== undefined)("a durable run across a crash
       const runners = [await runnerOn(), await runnerOn()]
       const own = await startPostgres()
       cleanupsOf.push(() => own.dispose())
-      const workers = runners.map((runner, i) => startWorker(configFor(runId, model.baseURL, { runner, start: i === 0, postgres: own.url })))
+      const workers = runners.map((runner, i) => startDurableWorker(configFor(runId, model.baseURL, { runner, start: i === 0, postgres: own.url })))
       await held
       // The runner that looked the order up owns the run's shard.
       const owner = runners.findIndex((runner) => remote.applied.has(`lookup-A-100-on-${runner.port}`))
@@ -183,12 +148,12 @@ describe.skipIf(missing("postgres") !== undefined)("a durable run across a crash
     const { policy, held } = holdingTurn(1)
     await withModel(policy, async (model) => {
       const storeOf = onStore()
-      const first = startWorker(configFor("run-crash-in-turn", model.baseURL, storeOf))
+      const first = startDurableWorker(configFor("run-crash-in-turn", model.baseURL, storeOf))
       await held
       first.child.kill("SIGKILL")
       await first.exited
 
-      const resumed = startWorker(configFor("run-crash-in-turn", model.baseURL, { ...storeOf, start: false }))
+      const resumed = startDurableWorker(configFor("run-crash-in-turn", model.baseURL, { ...storeOf, start: false }))
       expect(await resumed.exit()).toMatchObject({ _tag: "Success", value: { text: "A-100 has shipped, and ada knows." } })
       expect(requestsPerTurn(model.requests)).toEqual([1, 2, 1])
       expect(remote.applied.get("lookup-A-100")).toBe(1)
@@ -200,9 +165,9 @@ describe.skipIf(missing("postgres") !== undefined)("a durable run across a crash
     it("on SQLite: the worker dies right after the effect tool's effect; a restarted process resumes the run: no finished turn is requested again, the effect is applied once", async () => {
       await withModel(ordersModel(), async (model) => {
         const storeOf = onStore()
-        const crashed = startWorker(configFor("run-sqlite-crash-after-effect", model.baseURL, { ...storeOf, crashAfterEffect: true }))
+        const crashed = startDurableWorker(configFor("run-sqlite-crash-after-effect", model.baseURL, { ...storeOf, crashAfterEffect: true }))
         expect((await crashed.exited)[1]).toBe("SIGKILL")
-        const resumed = startWorker(configFor("run-sqlite-crash-after-effect", model.baseURL, { ...storeOf, start: false }))
+        const resumed = startDurableWorker(configFor("run-sqlite-crash-after-effect", model.baseURL, { ...storeOf, start: false }))
         expect(await resumed.exit()).toMatchObject({ _tag: "Success", value: { text: "A-100 has shipped, and ada knows." } })
         expect(requestsPerTurn(model.requests)).toEqual([1, 1, 1])
         expect(remote.applied.get("notify-ada")).toBe(1)

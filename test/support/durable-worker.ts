@@ -12,13 +12,21 @@
  * prints `approval <toolCallId>` when the run asks for it, and with
  * `approve` prints the approvals the run waits for (`pending [ids]`, read
  * from the run store) and answers one.
+ *
+ * With `http`, the worker is a node of a durable chat: it serves
+ * `ChatRoute.durableHandler` on that port of 127.0.0.1, and runs until it
+ * is killed. Every run writes its delivery log and thread in its database.
  */
 import * as AI from "@tanstack/ai-effect"
 import { DurableAgent, DurableEngine } from "@tanstack/ai-effect/durable"
-import { layerSql } from "@tanstack/ai-effect/sql"
-import { layerSqlite } from "@tanstack/ai-effect/sqlite"
+import { ChatRoute } from "@tanstack/ai-effect/http"
+import { layerSql, layerSqlStreamLog, layerSqlThreadStore } from "@tanstack/ai-effect/sql"
+import { layerSqlite, layerSqliteStreamLog, layerSqliteThreadStore } from "@tanstack/ai-effect/sqlite"
 import { createOpenaiChat } from "@tanstack/ai-openai"
+import { createServer } from "node:http"
+import { NodeHttpServer } from "@effect/platform-node"
 import { Duration, Effect, Layer, Option, Schedule, Stream } from "effect"
+import { HttpRouter } from "effect/http"
 import { pgClient } from "./backends.ts"
 import { getOrderDef, notifyDef, refundDef } from "./tools.ts"
 
@@ -40,6 +48,8 @@ export interface DurableWorkerConfig {
   readonly runner?: { readonly kind: "socket" | "single"; readonly port: number; readonly shardLockExpirationMillis?: number }
   /** Answers an approval before it waits for the run, as a restarted process would. */
   readonly approve?: { readonly toolCallId: string; readonly approved: boolean }
+  /** Serves the durable chat route on this port, and runs until killed. */
+  readonly http?: number
 }
 
 const config = JSON.parse(process.env.AI_EFFECT_DURABLE_WORKER!) as DurableWorkerConfig
@@ -77,7 +87,14 @@ const agent = DurableAgent.make(AI.defineAgent({
   tools: [getOrder, notify, refund]
 }))
 
-const onPostgres = agent.layer.pipe(
+/** The run's delivery log and threads, in the run's database: what the runner writes and the route reads. */
+const chatStores = config.sqlite === undefined
+  ? Layer.mergeAll(layerSqlStreamLog(), layerSqlThreadStore()).pipe(Layer.provide(pgClient(config.postgres)))
+  : Layer.mergeAll(layerSqliteStreamLog({ filename: config.sqlite }), layerSqliteThreadStore({ filename: config.sqlite }))
+
+const agentLayer = agent.layer.pipe(Layer.provideMerge(chatStores))
+
+const onPostgres = agentLayer.pipe(
   Layer.provideMerge(
     config.runner === undefined
       ? DurableEngine.layerSingleRunner()
@@ -89,7 +106,7 @@ const onPostgres = agent.layer.pipe(
   Layer.provide(pgClient(config.postgres))
 )
 
-const live: Layer.Layer<DurableAgent.DurableServices | DurableAgent.RunChunks, unknown> = config.sqlite === undefined ? onPostgres : agent.layer.pipe(
+const live: Layer.Layer<DurableAgent.DurableServices | DurableAgent.RunChunks | AI.StreamLog | AI.ThreadStore, unknown> = config.sqlite === undefined ? onPostgres : agentLayer.pipe(
   Layer.provideMerge(DurableEngine.layerSqlite({ filename: config.sqlite, lockLease: Duration.seconds(1) })),
   Layer.provide(layerSqlite({ filename: config.sqlite }))
 )
@@ -127,5 +144,18 @@ const program = Effect.gen(function*() {
   process.stdout.write(`${JSON.stringify(exit)}\n`)
 })
 
-await Effect.runPromise(Effect.scoped(program.pipe(Effect.provide(live))))
-process.exit(0)
+if (config.http === undefined) {
+  await Effect.runPromise(Effect.scoped(program.pipe(Effect.provide(live))))
+  process.exit(0)
+} else {
+  const route = ChatRoute.durableHandler(agent)
+  const node = HttpRouter.serve(
+    Layer.mergeAll(HttpRouter.add("POST", "/api/chat", route), HttpRouter.add("GET", "/api/chat", route), HttpRouter.add("DELETE", "/api/chat", route)),
+    { disableListenLog: true, disableLogger: true }
+  ).pipe(
+    // The server listens once the engine and stores are up: a request it accepted earlier would wait for a handler forever.
+    Layer.provide(NodeHttpServer.layer(createServer, { port: config.http, host: "127.0.0.1" })),
+    Layer.provide(live)
+  )
+  await Effect.runPromise(Layer.launch(node))
+}
