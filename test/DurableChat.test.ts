@@ -21,8 +21,8 @@ import { createOpenaiChat } from "@tanstack/ai-openai"
 import { Cause, Context, Deferred, Effect, Exit, Layer, Ref, Schedule } from "effect"
 import { HttpRouter, HttpServer } from "effect/http"
 import { chatRequestBody } from "./support/agui.ts"
-import { makeOrdersAgent, ordersModel, requestsPerTurn } from "./support/durable.ts"
-import { getOrderDef } from "./support/tools.ts"
+import { makeOrdersAgent, ordersModel, refundModel, requestsPerTurn } from "./support/durable.ts"
+import { getOrderDef, refundDef } from "./support/tools.ts"
 
 const answer = "A-100 has shipped, and ada knows."
 
@@ -170,6 +170,63 @@ describe("ChatRoute.durableHandler with @tanstack/ai-client", () => {
       expect(yield* stop()).toBe(409)
       expect(model.requests).toHaveLength(1)
     }).pipe(Effect.scoped))
+  it.live("a message sent to a thread while its durable run answers is refused with a 409, asking the model nothing; a retry of the answering message joins its run", () =>
+    Effect.gen(function*() {
+      const words = Array.from({ length: 20 }, (_, index) => `w${index} `)
+      const model = yield* fakeOpenAI((): FakeReply => ({ text: words, deltaDelayMs: 20 }))
+      const { url, log } = yield* serve(countingAgent(model.baseURL), stores())
+      const post = (runId: string, question: string) =>
+        Effect.promise(() => fetch(url, { method: "POST", body: chatRequestBody({ threadId: "thread-busy", runId }, question) }))
+      const first = yield* post("run-first", "Count")
+      expect(first.status).toBe(200)
+      yield* Effect.promise(() => expect.poll(() => Effect.runPromise(log.read("run-first", 0, 100)).then((page) => page.entries.length)).toBeGreaterThan(3))
+      const second = yield* post("run-second", "Count again")
+      expect(second.status).toBe(409)
+      expect(yield* Effect.promise(() => second.text())).toContain("is answering another message")
+      const retry = yield* post("run-first", "Count")
+      expect(retry.status).toBe(200)
+      const texts = yield* Effect.promise(() => Promise.all([first.text(), retry.text()]))
+      for (const text of texts) expect(text).toContain("w19 ")
+      expect(model.requests).toHaveLength(1)
+    }).pipe(Effect.scoped))
+
+  for (const approved of [true, false]) {
+    it.live(`a durable run's approval reaches the client as core's interrupt, a second device hydrates it, and its ${approved ? "approval runs the tool once" : "refusal never runs the tool"}; the answer arrives in the answering client's run`, () =>
+      Effect.gen(function*() {
+        const model = yield* fakeOpenAI(refundModel)
+        const refunds = yield* Ref.make(0)
+        const agent = DurableAgent.make(AI.defineAgent({
+          name: "refunds",
+          adapter: createOpenaiChat("gpt-5.2", "test-key", { baseURL: model.baseURL, maxRetries: 0 }),
+          instructions: "Refund orders.",
+          tools: [AI.serverTool(refundDef, () => Effect.as(Ref.update(refunds, (n) => n + 1), { refunded: true }))]
+        }))
+        const { url, threads } = yield* serve(agent, stores())
+        const threadId = `thread-approval-${approved}`
+        const first = new ChatClient({ connection: fetchServerSentEvents(url), threadId, persistence: true })
+        yield* Effect.promise(() => first.sendMessage("Refund A-100"))
+        expect(first.getPendingInterrupts()).toHaveLength(1)
+        expect(yield* Ref.get(refunds)).toBe(0)
+
+        // Another device opens the thread while the run waits: the pending approval comes with the hydrate.
+        const saved = yield* threads.load(threadId)
+        expect(saved._tag === "Some" && saved.value.interrupts?.pending).toHaveLength(1)
+        const second = new ChatClient({ connection: fetchServerSentEvents(url), threadId, persistence: true })
+        second.attach()
+        yield* Effect.promise(() => expect.poll(() => second.getPendingInterrupts().length).toBe(1))
+        for (const interrupt of second.getPendingInterrupts()) if (interrupt.kind === "generic") interrupt.resolveInterrupt({ approved })
+
+        const expected = `Refund: ${JSON.stringify(approved ? { refunded: true } : { error: "User declined tool execution" })}`
+        yield* Effect.promise(() => expect.poll(() => textOf(second).at(-1)).toBe(`assistant: ${expected}`))
+        expect(yield* Ref.get(refunds)).toBe(approved ? 1 : 0)
+        expect(model.requests).toHaveLength(2)
+        expect(second.getPendingInterrupts()).toHaveLength(0)
+        // The run saved its thread when it ended: nothing pending, nothing active, the answer kept.
+        const ended = yield* threads.load(threadId)
+        expect(ended._tag === "Some" && [ended.value.activeRun, ended.value.interrupts]).toEqual([null, null])
+        expect(ended._tag === "Some" && JSON.stringify(ended.value.messages)).toContain(JSON.stringify(expected).slice(1, -1))
+      }).pipe(Effect.scoped))
+  }
 })
 
 /** An agent that only answers, with the fake's text. */

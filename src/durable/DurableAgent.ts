@@ -46,7 +46,8 @@ import {
   runErrorChunk,
   toolResultChunk,
   type Turn,
-  withoutClientInterrupt
+  type TurnToolCall,
+  withoutClientToolInterrupts
 } from "../internal/agui.ts"
 import { runToolCall } from "../internal/toolCall.ts"
 import { RunContext } from "../RunContext.ts"
@@ -113,7 +114,14 @@ export class RunChunks extends Context.Service<RunChunks, {
 }
 
 /** The approval of one tool call: `true` runs the tool, `false` declines it. */
-const approvalOf = (toolCallId: string) => DurableDeferred.make(`approval-${toolCallId}`, { success: Schema.Boolean })
+const approvalOf = (toolCallId: string) => DurableDeferred.make(`approval-${toolCallId}`, { success: Approval })
+
+/**
+ * An answer to an approval: approved or not, and the delivery log the run
+ * continues in (the client's run that sent the answer). A bare boolean is
+ * an answer without a log.
+ */
+const Approval = Schema.Union([Schema.Boolean, Schema.Struct({ approved: Schema.Boolean, continueIn: Schema.String })])
 
 /**
  * What a finished run answers: its whole conversation (the messages it
@@ -244,9 +252,12 @@ export interface DurableAgent<Tools extends ReadonlyArray<unknown>> {
    * approval, from any process on the same engine: the run goes on, and an
    * approved tool runs once. An unknown run, a call the run did not ask
    * about, and a call answered before are typed failures; the first answer
-   * stands.
+   * stands. With `continueIn`, the run's chunks from now on go to that
+   * delivery log (the client's run that sent the answer, as
+   * `ChatRoute.durableHandler` passes it); the run's own log closed when it
+   * asked.
    */
-  readonly approve: (runId: string, toolCallId: string, approved: boolean) => Effect.Effect<
+  readonly approve: (runId: string, toolCallId: string, approved: boolean, options?: { readonly continueIn?: string | undefined }) => Effect.Effect<
     void,
     | DurableRunError.DurableRunNotFound
     | DurableRunError.ApprovalNotFound
@@ -397,12 +408,24 @@ export const make = <TAdapter extends AnyTextAdapter, const Tools extends Readon
     // Core's model messages, as the engine stored them.
     const messages = [...payload.messages] as Array<ModelMessage>
     const usage = { ...payload.usageBefore }
-    const log = yield* openRunLog(payload.runId, () => messages)
+    // The delivery log the run writes: its own, then the one of each client run that answered an approval.
+    let logId = payload.runId
+    let log = yield* openRunLog(logId, () => messages)
     /** A chunk to this process's streams, and to the run's log before the activity that sends it ends. */
     const publish = (chunk: StreamChunk) => Effect.andThen(chunks.publish({ _tag: "Chunk", runId: payload.runId, chunk }), log.write(chunk))
     /** Closes the run's log (with its failure) and saves its thread, once. */
     const end = (error: AiError | undefined) =>
-      Activity.make({ name: "end", execute: Effect.andThen(log.end(error), saveThread(payload.runId, payload.threadId)) })
+      Activity.make({ name: "end", execute: Effect.andThen(log.end(error), saveThread(logId, payload.threadId)) })
+    /** Waits for a call's approval; an answer from a client's run moves the run's chunks to that run's log. */
+    const approvalAnswer = Effect.fnUntraced(function*(call: TurnToolCall) {
+      const answer = yield* DurableDeferred.await(approvalOf(call.id))
+      if (typeof answer === "boolean") return answer
+      if (answer.continueIn !== logId) {
+        logId = answer.continueIn
+        log = yield* openRunLog(logId, () => messages)
+      }
+      return answer.approved
+    })
     for (let index = 0;; index++) {
       const turn: Turn = yield* Activity.make({
         name: `turn-${index}`,
@@ -432,23 +455,27 @@ export const make = <TAdapter extends AnyTextAdapter, const Tools extends Readon
         yield* end(undefined)
         return new DurableRunResult({ messages, text: turn.text, turns: payload.turnsBefore + index + 1, usage })
       }
+      const asked = turn.toolCalls.filter((call) => needsApproval.has(call.name))
+      if (asked.length > 0) {
+        yield* Activity.make({
+          name: `ask-${index}`,
+          error: DurableRunError.DurableRunStoreError,
+          // Recorded before anyone sees them, so that whoever sees a request can answer it. The turn's
+          // RUN_FINISHED carried core's interrupts to the client, and its run ends here: the log closes,
+          // and the thread keeps the interrupts for a client that hydrates it.
+          execute: Effect.gen(function*() {
+            for (const call of asked) {
+              yield* runs.request(payload.runId, { toolCallId: call.id, toolName: call.name, input: parsedIfJson(call.arguments) })
+              yield* chunks.publish({ _tag: "Chunk", runId: payload.runId, chunk: approvalRequestedChunk(call) })
+            }
+            yield* log.end(undefined)
+            yield* saveThread(logId, payload.threadId)
+          })
+        }).pipe(Effect.orDie)
+      }
       for (const call of turn.toolCalls) {
-        // Only what runs is published: a resumed run replays its activities silently.
-        const asks = needsApproval.has(call.name)
-        if (asks) {
-          const request = approvalRequestedChunk(call)
-          yield* Activity.make({
-            name: `ask-${call.id}`,
-            error: DurableRunError.DurableRunStoreError,
-            // Recorded before it is published: whoever sees the request can answer it.
-            execute: Effect.andThen(
-              runs.request(payload.runId, { toolCallId: call.id, toolName: call.name, input: parsedIfJson(call.arguments) }),
-              publish(request)
-            )
-          }).pipe(Effect.orDie)
-        }
         // The run suspends here until `approve` answers, in this process or another.
-        const approved = asks ? yield* DurableDeferred.await(approvalOf(call.id)) : true
+        const approved = needsApproval.has(call.name) ? yield* approvalAnswer(call) : true
         const outcome = yield* Activity.make({
           name: `tool-${call.id}`,
           success: ToolOutcomeSchema,
@@ -589,7 +616,7 @@ export const make = <TAdapter extends AnyTextAdapter, const Tools extends Readon
         Effect.catchTag("RunFailed", (failed) => Effect.fail(failed.error))
       ),
     start: (input) => Effect.flatMap(begin(input), (payload) => workflow.execute(payload, { discard: true })),
-    approve: (runId, toolCallId, approved) =>
+    approve: (runId, toolCallId, approved, options) =>
       Effect.gen(function*() {
         const record = yield* known(runId)
         const answer = yield* (yield* DurableRunStore.DurableRunStore).answer(runId, toolCallId, approved)
@@ -600,7 +627,7 @@ export const make = <TAdapter extends AnyTextAdapter, const Tools extends Readon
         const approval = approvalOf(toolCallId)
         yield* DurableDeferred.succeed(approval, {
           token: DurableDeferred.tokenFromExecutionId(approval, { workflow, executionId }),
-          value: decision
+          value: options?.continueIn === undefined ? decision : { approved: decision, continueIn: options.continueIn }
         })
         if (answer._tag === "AlreadyAnswered") {
           return yield* new DurableRunError.ApprovalAlreadyAnswered({ runId, toolCallId, approved: answer.approved })
@@ -676,7 +703,7 @@ const modelTurn = (
       Stream.runForEach((chunk) => {
         reader.add(chunk)
         // The tools are declared without `execute`, so core hands their calls to the client: not here.
-        return isClientToolNotice(chunk) ? Effect.void : publish(withoutClientInterrupt(chunk))
+        return isClientToolNotice(chunk) ? Effect.void : publish(withoutClientToolInterrupts(chunk))
       }),
       Effect.catchTag("ChatError", (error) => Effect.fail(new AiError({ activity: "chat", reason: "provider", message: error.message, cause: error }))),
       Effect.map(() => reader.turn())

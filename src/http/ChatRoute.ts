@@ -546,17 +546,27 @@ export interface DurableRouteOptions<R = never> extends Omit<RouteOptions<R>, "b
  *   whichever process it is; a runner that takes the run over after a crash
  *   continues it (see `DurableAgent.make`), and saves the thread when the
  *   run ends;
+ * - an answer to a run's approval (core's `resume` with `parentRunId`, as
+ *   the client sends it when the interrupt is resolved) reaches
+ *   `DurableAgent.approve`, and the run goes on writing this request's
+ *   run's log; a run that waits for approval has its interrupt in its
+ *   thread, for a client that hydrates it;
  * - a resume (`Last-Event-ID`, or `?offset` with `?runId`) and a join are
  *   answered from the log by any process;
  * - a `GET` with `?threadId` is the {@link hydrate} of the thread;
  * - a `DELETE` with `?runId` stops the run (`DurableAgent.cancel`): 202,
  *   or 409 when it had already finished.
  *
+ * One run answers in a thread at a time: a message sent while the thread's
+ * active run still writes its log is a 409 that says so, with nothing saved
+ * or started (with `AI.Locks` provided, the look at the thread and the
+ * start are one step across processes). A run id is the message's
+ * idempotency key: the client's retry of a message joins its run, and the
+ * same run id with another conversation is a 409.
+ *
  * Provide the agent's layer, its engine, `AI.StreamLog` and
  * `AI.ThreadStore` to the server, and the same log and thread store to the
- * agent's layer. The same run id with another conversation is a 409; a run
- * id is the message's idempotency key, so the client's retry of a message
- * joins its run.
+ * agent's layer.
  *
  * @example
  * ```ts
@@ -593,7 +603,7 @@ export interface DurableRouteOptions<R = never> extends Omit<RouteOptions<R>, "b
  * @category handlers
  */
 export const durableHandler = <Tools extends ReadonlyArray<unknown>, R2 = never>(
-  agent: Pick<DurableAgent.DurableAgent<Tools>, "start" | "cancel">,
+  agent: Pick<DurableAgent.DurableAgent<Tools>, "start" | "approve" | "cancel">,
   options?: DurableRouteOptions<R2>
 ): Effect.Effect<
   HttpServerResponse.HttpServerResponse,
@@ -609,15 +619,35 @@ export const durableHandler = <Tools extends ReadonlyArray<unknown>, R2 = never>
     return yield* authorized(request, options, { threadId: params.threadId, runId }, Effect.gen(function*() {
       const log = yield* StreamLog
       const threads = yield* ThreadStore
-      // Active before the run starts: the runner saves the thread at the run's end only while this run is its active one.
-      yield* threads.save(params.threadId, { messages: toUIMessages(params.messages), activeRun: { runId }, interrupts: null })
-      yield* agent.start({
-        runId,
-        threadId: params.threadId,
-        // Core's request messages (UI or model messages), as the model reads them.
-        messages: convertMessagesToModelMessages([...params.messages] as Parameters<typeof convertMessagesToModelMessages>[0]),
-        trigger: "chat"
+      const answers = yield* approvalAnswers(params)
+      const busy = HttpServerResponse.text(`Thread ${params.threadId} is answering another message; send yours when that answer ends`, { status: 409 })
+      const begin = Effect.gen(function*() {
+        const answering = yield* answeringRun(params.threadId)
+        // The client's retry of this very message joins its run.
+        if (answering === runId) return undefined
+        if (answering !== undefined) return busy
+        // Active before the run goes on: the runner saves the thread when it stops writing this run's log, only while it is the thread's active run.
+        yield* threads.save(params.threadId, { messages: toUIMessages(params.messages), activeRun: { runId }, interrupts: null })
+        if (answers === undefined) {
+          yield* agent.start({
+            runId,
+            threadId: params.threadId,
+            // Core's request messages (UI or model messages), as the model reads them.
+            messages: convertMessagesToModelMessages([...params.messages] as Parameters<typeof convertMessagesToModelMessages>[0]),
+            trigger: "chat"
+          })
+        } else {
+          // The client's answers to the durable run's approvals: the run goes on, writing this request's run's log.
+          for (const answer of answers.items) yield* agent.approve(answers.runId, answer.toolCallId, answer.approved, { continueIn: runId })
+        }
+        return undefined
       })
+      // With AI.Locks, the look at the thread and the start are one step across processes.
+      const locks = yield* Effect.serviceOption(Locks)
+      const refused = yield* Option.isSome(locks)
+        ? locks.value.withLock(`thread:${params.threadId}`, begin).pipe(Effect.catchTag("LockTimeout", () => Effect.succeed(busy)))
+        : begin
+      if (refused !== undefined) return refused
       // The runner opens the log when it starts the run, here or in another process.
       const opened = yield* log.check(runId, "-1").pipe(
         Effect.retry({ schedule: Schedule.spaced("20 millis"), while: (error) => error._tag === "UnknownRun" }),
@@ -629,6 +659,15 @@ export const durableHandler = <Tools extends ReadonlyArray<unknown>, R2 = never>
       return HttpServerResponse.fromWeb(resumeServerSentEventsResponse({ adapter: yield* log.durability({ runId, offset: "-1" }) }))
     }))
   })
+  /** The thread's active run while it still answers (its log is open), or undefined. */
+  const answeringRun = (threadId: string) =>
+    Effect.gen(function*() {
+      const thread = yield* (yield* ThreadStore).load(threadId)
+      const active = Option.isSome(thread) ? thread.value.activeRun : null
+      if (active === null) return undefined
+      const page = yield* (yield* StreamLog).read(active.runId, Number.MAX_SAFE_INTEGER, 1)
+      return page.known && !page.complete ? active.runId : undefined
+    })
   const stop = Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
     const runId = urlOf(request).searchParams.get("runId")
@@ -651,9 +690,42 @@ export const durableHandler = <Tools extends ReadonlyArray<unknown>, R2 = never>
       UnknownRun: textResponse(404),
       DurableRunNotFound: textResponse(404),
       DurableRunInputMismatch: textResponse(409),
+      ApprovalNotFound: textResponse(409),
+      ApprovalAlreadyAnswered: textResponse(409),
+      LockLost: textResponse(503),
+      EffectStoreError: textResponse(503),
       StreamLogError: textResponse(503),
       ThreadStoreError: textResponse(503),
       DurableRunStoreError: textResponse(503)
     })
   )
 }
+
+/** Core's id of the interrupt that asks to approve a tool call. */
+const approvalPrefix = "approval_"
+
+/**
+ * The approvals a request answers (core's `resume` entries, for the run
+ * `parentRunId`), or undefined for a new message. An entry that is not a
+ * tool approval is a `ChatRequestError`: a durable run asks nothing else.
+ */
+const approvalAnswers = (params: ChatRequestParams) =>
+  Effect.suspend(() => {
+    const resume = params.resume ?? []
+    if (resume.length === 0) return Effect.succeed(undefined)
+    if (params.parentRunId === undefined) {
+      return Effect.fail(new ChatRequestError({ reason: "not-a-run", cause: "an answer to an interrupt needs the interrupted run's id (parentRunId)" }))
+    }
+    const items: Array<{ readonly toolCallId: string; readonly approved: boolean }> = []
+    for (const entry of resume) {
+      if (!entry.interruptId.startsWith(approvalPrefix)) {
+        return Effect.fail(new ChatRequestError({ reason: "not-a-run", cause: `interrupt ${entry.interruptId} is not a tool approval` }))
+      }
+      items.push({
+        toolCallId: entry.interruptId.slice(approvalPrefix.length),
+        // A cancelled interrupt, or an answer without `approved: true`, declines the call.
+        approved: entry.status === "resolved" && Predicate.hasProperty(entry.payload, "approved") && entry.payload.approved === true
+      })
+    }
+    return Effect.succeed({ runId: params.parentRunId, items })
+  })

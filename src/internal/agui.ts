@@ -133,14 +133,16 @@ export const isClientToolNotice = (chunk: StreamChunk): boolean =>
 
 /**
  * A turn's `RUN_FINISHED` as a run that executes its tools itself ends it:
- * without the interrupt outcome core adds when it hands the turn's tool
+ * core's interrupt outcome keeps the approvals it asks of the client, and
+ * loses the client-tool executions core adds when it hands the turn's tool
  * calls to the client (which would show the client a tool of its own to
  * run). Other chunks are returned as they are.
  */
-export const withoutClientInterrupt = (chunk: StreamChunk): StreamChunk => {
+export const withoutClientToolInterrupts = (chunk: StreamChunk): StreamChunk => {
   if (chunk.type !== "RUN_FINISHED" || chunk.outcome?.type !== "interrupt") return chunk
-  const { outcome: _handedToClient, ...finished } = chunk
-  return finished
+  const { outcome, ...finished } = chunk
+  const approvals = outcome.interrupts.filter((interrupt) => interrupt.metadata?.["kind"] === "approval")
+  return approvals.length === 0 ? finished : { ...finished, outcome: { ...outcome, interrupts: approvals } }
 }
 
 /** A tool call the model made in a turn, with its arguments' raw text. */

@@ -14,7 +14,7 @@ import { ChatClient, fetchServerSentEvents } from "@tanstack/ai-client"
 import type * as AI from "@tanstack/ai-effect"
 import { type FakeOpenAIServer, type FakeReply, type ResponsesRequest, startFakeOpenAI } from "@tanstack/ai-effect/testing"
 import { chatRequestBody } from "../support/agui.ts"
-import { ordersModel, requestsPerTurn, stateOf } from "../support/durable.ts"
+import { ordersModel, refundModel, requestsPerTurn, stateOf } from "../support/durable.ts"
 import type { DurableWorkerConfig } from "../support/durable-worker.ts"
 import { startDurableWorker } from "../support/durableWorkers.ts"
 import { freePort, missing, startPostgres, type TestServer } from "../support/services.ts"
@@ -88,6 +88,41 @@ describe("a durable chat on SQLite, its server killed mid-answer", () => {
       const thread = await fetch(`${url}?threadId=thread-crash`).then((response) => response.json() as Promise<AI.Thread>)
       expect(thread.activeRun).toBe(null)
       expect(assistantText(thread.messages)).toBe(answer)
+    } finally {
+      first.child.kill("SIGKILL")
+      second?.child.kill("SIGKILL")
+      await model.close()
+      remote.applied.clear()
+    }
+  }, 120_000)
+})
+
+describe("a durable chat on SQLite, its server killed while a run waits for approval", () => {
+  it("the server is SIGKILLed while the run waits and started again: a reload restores the pending approval, and its approval runs the tool once", async () => {
+    const model = await startFakeOpenAI(refundModel)
+    const port = await freePort()
+    const url = `http://127.0.0.1:${port}/api/chat`
+    const config = configFor(model, { sqlite: join(mkdtempSync(join(tmpdir(), "ai-effect-durable-chat-")), "chat.db"), http: port })
+    const first = startDurableWorker(config)
+    let second: ReturnType<typeof startDurableWorker> | undefined
+    try {
+      await ready(url)
+      const asking = new ChatClient({ connection: connectionTo(url), threadId: "thread-refund", persistence: true })
+      await asking.sendMessage("Refund A-100")
+      expect(asking.getPendingInterrupts()).toHaveLength(1)
+      first.child.kill("SIGKILL")
+      await first.exited
+      second = startDurableWorker(config)
+      await ready(url)
+
+      // The page loaded again: the hydrate restores the pending approval, and the person approves it.
+      const reloaded = new ChatClient({ connection: connectionTo(url), threadId: "thread-refund", persistence: true })
+      reloaded.attach()
+      await expect.poll(() => reloaded.getPendingInterrupts().length, { timeout: 10_000 }).toBe(1)
+      for (const interrupt of reloaded.getPendingInterrupts()) if (interrupt.kind === "generic") interrupt.resolveInterrupt({ approved: true })
+      await expect.poll(() => assistantText(reloaded.getMessages()), { timeout: 20_000 }).toContain(`Refund: ${JSON.stringify({ refunded: true })}`)
+      expect(remote.applied.get("refund-A-100")).toBe(1)
+      expect(model.requests).toHaveLength(2)
     } finally {
       first.child.kill("SIGKILL")
       second?.child.kill("SIGKILL")
