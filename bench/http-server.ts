@@ -3,7 +3,10 @@
  *
  * - `model`: the offline demo model, a fake OpenAI Responses API;
  * - `effect <port> <model URL>`: the Effect Chat server (`effect/http`, its
- *   real `/api/chat` route, the SQLite store, the app's tools);
+ *   real `/api/chat` route, the SQLite store, the app's tools) with plain
+ *   runs (`CHAT_RUNS=plain`);
+ * - `effect-durable <port> <model URL>`: the same server with its default
+ *   durable runs, on the engine in its SQLite file;
  * - `core <port> <model URL>`: a route on node:http with core `chat()` and
  *   core server tools of the app's three definitions (so that each model
  *   request declares the same tools), against the same model;
@@ -51,7 +54,7 @@ const host = '127.0.0.1'
 if (kind === 'model') {
   const model = await startFakeOpenAI(demoModel)
   console.log(`ready ${model.baseURL}`)
-} else if (kind === 'effect') {
+} else if (kind === 'effect' || kind === 'effect-durable') {
   const directory = mkdtempSync(join(tmpdir(), 'ai-effect-bench-http-'))
   NodeRuntime.runMain(
     Layer.launch(
@@ -61,13 +64,19 @@ if (kind === 'model') {
         offline: true,
         effectsDb: join(directory, 'effects.db'),
         webRoot: directory,
+        runs: kind === 'effect' ? 'plain' : 'durable',
         port,
         host,
         accessLog: false,
-      }).pipe(Layer.merge(Layer.effectDiscard(Effect.sync(() => console.log(`ready http://${host}:${port}`))))),
+      }),
     ),
     { disableErrorReporting: false },
   )
+  // Ready once it answers: the server listens only after its services (the durable engine among them) are up.
+  while (!(await fetch(`http://${host}:${port}/api/info`).then((response) => response.ok, () => false))) {
+    await new Promise((resolve) => setTimeout(resolve, 50))
+  }
+  console.log(`ready http://${host}:${port}`)
 } else if (kind === 'core-on-effect-http') {
   const route = coreRoute()
   const Api = HttpRouter.use((router) =>

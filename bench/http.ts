@@ -1,6 +1,7 @@
 /**
  * A chat server under load: the Effect Chat server (its real route on
- * `effect/http`, the SQLite store, the app's tools) against a core-only route
+ * `effect/http`, the SQLite store, the app's tools; with plain runs, and
+ * with its default durable runs on SQLite) against a core-only route
  * (node:http, core `chat()`, core server tools of the app's three tools, so
  * that every model request declares the same tools), and that core route
  * served by `effect/http` through web `Request`/`Response` conversions, all
@@ -8,7 +9,8 @@
  * own, and autocannon drives one at a time with a bounded number of
  * connections on 127.0.0.1, rounds alternating: requests per second, p50
  * and p99 latency, and the server process's CPU per request (user + system
- * time from /proc). The Effect Chat server runs without its access log,
+ * time from /proc), and the time to the first chunk of an answer, one
+ * request at a time. The Effect Chat server runs without its access log,
  * since the core route writes none.
  */
 import { type ChildProcess, spawn } from 'node:child_process'
@@ -26,6 +28,8 @@ export interface HttpRow {
   readonly p50Millis: number
   readonly p99Millis: number
   readonly cpuMicrosPerRequest: number
+  /** From the request to the first server-sent event, one request at a time (median). */
+  readonly firstChunkMillis: number
   readonly errors: number
 }
 
@@ -34,8 +38,8 @@ const cases = [
   { case: 'a turn with a tool call (get_order)', question: 'Where is order A-100?' },
 ] as const
 
-/** The servers, in the order of the table: core on node:http, core on effect/http, Effect Chat. */
-const kinds = ['core', 'core-on-effect-http', 'effect'] as const
+/** The servers, in the order of the table: core on node:http, core on effect/http, Effect Chat with plain runs, with durable runs. */
+const kinds = ['core', 'core-on-effect-http', 'effect', 'effect-durable'] as const
 type Kind = (typeof kinds)[number]
 
 interface Server {
@@ -69,25 +73,44 @@ const cpuMicros = (pid: number): number => {
   return (Number(fields[11]) + Number(fields[12])) * 10_000
 }
 
-const load = (url: string, question: string, seconds: number, connections: number) => {
-  let sent = 0
-  return autocannon({
+const load = (url: string, question: string, seconds: number, connections: number) =>
+  autocannon({
     url: `${url}/api/chat`,
     method: 'POST',
     headers: { 'content-type': 'application/json' },
-    // A thread and a run of its own per request: Effect Chat keeps each run's log and
-    // thread, and refuses a second run of a thread that is answering.
+    // A thread and a run of their own per request, in every case and round: Effect Chat keeps each run's
+    // log and thread, refuses a second run of a thread that is answering, and a run id names one input.
     requests: [
       {
         setupRequest: (request) => {
-          sent++
-          return { ...request, body: chatRequestBody({ threadId: `bench-thread-${sent}`, runId: `bench-run-${sent}` }, question) }
+          const id = crypto.randomUUID()
+          return { ...request, body: chatRequestBody({ threadId: `bench-thread-${id}`, runId: `bench-run-${id}` }, question) }
         },
       },
     ],
     connections,
     duration: seconds,
   })
+
+/** The median time to the first server-sent event of an answer, over `count` requests sent one at a time. */
+const firstChunk = async (url: string, question: string, count: number) => {
+  const millis: Array<number> = []
+  for (let index = 0; index < count; index++) {
+    const ids = { threadId: `first-chunk-thread-${crypto.randomUUID()}`, runId: `first-chunk-run-${crypto.randomUUID()}` }
+    const started = performance.now()
+    const response = await fetch(`${url}/api/chat`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: chatRequestBody(ids, question) })
+    const reader = response.body!.getReader()
+    let text = ''
+    while (!text.includes('data: ')) {
+      const { done, value } = await reader.read()
+      if (done) break
+      text += new TextDecoder().decode(value)
+    }
+    millis.push(performance.now() - started)
+    // The rest of the answer, so that the run has ended before the next one starts.
+    while (!(await reader.read()).done);
+  }
+  return median(millis)
 }
 
 const median = (values: ReadonlyArray<number>) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!
@@ -102,7 +125,7 @@ export const benchHttp = async (options: { readonly quick: boolean }): Promise<R
   const rows: Array<HttpRow> = []
   try {
     for (const { case: name, question } of cases) {
-      type Sample = Omit<HttpRow, 'case' | 'server'>
+      type Sample = Omit<HttpRow, 'case' | 'server' | 'firstChunkMillis'>
       const samples = Object.fromEntries(kinds.map((kind) => [kind, [] as Array<Sample>])) as Record<Kind, Array<Sample>>
       // A short warm-up of each, then rounds that alternate their order.
       for (const kind of kinds) await load(servers[kind].url, question, 1, connections)
@@ -124,6 +147,7 @@ export const benchHttp = async (options: { readonly quick: boolean }): Promise<R
       }
       for (const kind of kinds) {
         const of = (pick: (sample: Sample) => number) => median(samples[kind].map(pick))
+        const firstChunkMillis = await firstChunk(servers[kind].url, question, options.quick ? 5 : 20)
         rows.push({
           case: name,
           server: kind,
@@ -131,6 +155,7 @@ export const benchHttp = async (options: { readonly quick: boolean }): Promise<R
           p50Millis: of((sample) => sample.p50Millis),
           p99Millis: of((sample) => sample.p99Millis),
           cpuMicrosPerRequest: of((sample) => sample.cpuMicrosPerRequest),
+          firstChunkMillis,
           errors: samples[kind].reduce((sum, sample) => sum + sample.errors, 0),
         })
       }

@@ -1,14 +1,17 @@
 /**
  * Where Effect Chat keeps its conversations: each thread's transcript, each
  * run's delivery log (so that a reload or a dropped connection rejoins the
- * answer) and the lock that keeps one run per thread. By default they live
- * in the app's SQLite file, beside the effect store; `CHAT_STORE=postgres`
- * with `DATABASE_URL`, or `CHAT_STORE=redis` with `REDIS_URL`, keeps them on
- * a server that several app processes share.
+ * answer), the lock that keeps one run per thread, and the durable runs'
+ * engine. By default they live in the app's SQLite file, beside the effect
+ * store (one app process per file); `CHAT_STORE=postgres` with
+ * `DATABASE_URL` keeps them on a server that several app processes share,
+ * each a runner of the durable runs. `CHAT_STORE=redis` with `REDIS_URL`
+ * keeps threads, logs and locks on Redis, and the engine on the SQLite file.
  */
 import { NodeRedis } from '@effect/platform-node'
 import { PgClient } from '@effect/sql-pg'
 import * as AI from '@tanstack/ai-effect'
+import { type DurableAgent, DurableEngine } from '@tanstack/ai-effect/durable'
 import { layerRedis, layerRedisStreamLog, layerRedisThreadStore } from '@tanstack/ai-effect/redis'
 import { layerSql, layerSqlStreamLog, layerSqlThreadStore } from '@tanstack/ai-effect/sql'
 import { layerSqlite, layerSqliteStreamLog, layerSqliteThreadStore } from '@tanstack/ai-effect/sqlite'
@@ -65,3 +68,14 @@ export const Conversations = (store: ConversationStore): Layer.Layer<AI.ThreadSt
     }
   }
 }
+
+/**
+ * The durable runs' engine and run store: on PostgreSQL when the
+ * conversations are there (every app process a runner, with a pool of its
+ * own for the engine's polling), on the SQLite file `engineFile` otherwise
+ * (one app process per file).
+ */
+export const DurableRuns = (store: ConversationStore, engineFile: string): Layer.Layer<DurableAgent.DurableServices, unknown> =>
+  store._tag === 'postgres'
+    ? DurableEngine.layerSingleRunner().pipe(Layer.provide(PgClient.layer({ url: Redacted.make(store.url) })))
+    : DurableEngine.layerSqlite({ filename: engineFile }).pipe(Layer.provide(layerSqlite({ filename: engineFile })))

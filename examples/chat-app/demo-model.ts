@@ -4,6 +4,7 @@
  *
  * - an order id (`A-100`) → `get_order`; with "track" → `track_shipment`;
  * - "notify me" → `notify` (and "notify me twice" calls it twice in one step);
+ * - "refund" with an order id → `refund`, which a person approves first;
  * - a tool result → a sentence about it.
  */
 import type { FakeReply, ResponsesRequest } from '@tanstack/ai-effect/testing'
@@ -22,14 +23,16 @@ export function demoModel(request: ResponsesRequest): FakeReply {
     const call = { name: 'notify', args: { to: 'you@example.com', text: `Update about ${id ?? 'your order'}` } }
     return { toolCalls: /twice/i.test(text) ? [call, call] : [call] }
   }
+  if (id !== undefined && /refund/i.test(text)) return { toolCalls: [{ name: 'refund', args: { id } }] }
   if (id !== undefined && /track/i.test(text)) return { toolCalls: [{ name: 'track_shipment', args: { id } }] }
   if (id !== undefined) return { toolCalls: [{ name: 'get_order', args: { id } }] }
-  return words('I am the offline demo model. Ask "Where is order A-100?", "Track A-100", or "Notify me about A-100".')
+  return words('I am the offline demo model. Ask "Where is order A-100?", "Track A-100", "Notify me about A-100", or "Refund A-100".')
 }
 
 function describe(request: ResponsesRequest, result: Record<string, unknown>): string {
   const call = request.input.find((item) => item.type === 'function_call' && item.call_id === result.call_id)
   const output = JSON.parse(String(result.output)) as Record<string, unknown>
+  if (call?.name === 'refund' && output.error === 'User declined tool execution') return `The refund of ${argumentsOf(call).id} was declined: nothing was refunded.`
   if (typeof output.error === 'string') return `That did not work: ${output.error}.`
   switch (call?.name) {
     case 'get_order':
@@ -38,6 +41,8 @@ function describe(request: ResponsesRequest, result: Record<string, unknown>): s
       return `Shipment ${output.id} ${output.status}.`
     case 'notify':
       return `I sent the notification (outbox message #${output.messageId}).`
+    case 'refund':
+      return `Order ${output.id} is refunded (outbox message #${output.messageId}).`
     default:
       return 'Done.'
   }

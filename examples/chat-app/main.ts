@@ -3,7 +3,9 @@
  * override). `OPENAI_API_KEY`, `ANTHROPIC_API_KEY` or `GEMINI_API_KEY` picks
  * the provider (see model.ts); without one, the offline demo model answers,
  * on this machine. Conversations are kept in the SQLite file (`EFFECTS_DB`),
- * or on PostgreSQL or Redis with `CHAT_STORE` (see conversations.ts).
+ * or on PostgreSQL or Redis with `CHAT_STORE` (see conversations.ts). Each
+ * message is answered by a durable agent run, which survives a crash of the
+ * server; `CHAT_RUNS=plain` answers it in the process that received it.
  */
 import { NodeRuntime } from '@effect/platform-node'
 import { Layer } from 'effect'
@@ -33,6 +35,7 @@ NodeRuntime.runMain(
       offline,
       effectsDb,
       conversations,
+      runs: process.env.CHAT_RUNS === 'plain' ? 'plain' : 'durable',
       webRoot,
       port: Number(process.env.PORT ?? 3000),
       host: process.env.HOST ?? '127.0.0.1',

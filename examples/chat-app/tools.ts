@@ -1,7 +1,9 @@
 /**
  * The app's tools: the seed's `get_order`, a `notify` effect tool whose side
  * effect (a row in the outbox) applies at most once per conversation and
- * input, and a slow `track_shipment` that reports progress and can be stopped.
+ * input, a slow `track_shipment` that reports progress and can be stopped,
+ * and a `refund` that a person approves first and that is issued at most
+ * once per conversation and order.
  */
 import { toolDefinition } from '@tanstack/ai'
 import * as AI from '@tanstack/ai-effect'
@@ -51,4 +53,24 @@ export const trackShipment = AI.serverTool(trackShipmentDef, ({ id }) =>
       exit._tag === 'Failure' ? Effect.logInfo(`track_shipment for ${id} was interrupted; its finalizer ran`) : Effect.void,
     ),
   ),
+)
+
+export const refundDef = toolDefinition({
+  name: 'refund',
+  description: 'Refunds an order; a person approves it first',
+  needsApproval: true,
+  inputSchema: AI.toolSchema(Schema.Struct({ id: Schema.String })),
+  outputSchema: AI.toolSchema(Schema.Struct({ id: Schema.String, messageId: Schema.Int })),
+})
+
+export const refund = AI.effectTool(
+  refundDef,
+  ({ id }, { key }) =>
+    Effect.gen(function* () {
+      const outbox = yield* Outbox
+      const message = yield* outbox.send({ to: 'payments@example.com', text: `Refund order ${id}`, effectKey: key })
+      return { id, messageId: message.id }
+    }),
+  // One refund per conversation and order, however often it is approved or retried.
+  { effectKey: ({ id }, { run }) => Effect.succeed(`${run.threadId}:refund:${id}`) },
 )

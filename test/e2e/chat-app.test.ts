@@ -24,6 +24,8 @@ interface RunningApp {
   /** Everything the server printed so far. */
   readonly output: () => string
   readonly stop: () => Promise<void>
+  /** SIGKILLs the server, as a crash or an OOM kill does. */
+  readonly kill: () => Promise<void>
 }
 
 const root = join(import.meta.dirname, '..', '..')
@@ -49,15 +51,17 @@ const startApp = async (options: {
     if (Date.now() > deadline) throw new Error(`the app did not start:\n${output}`)
     await new Promise((resolve) => setTimeout(resolve, 50))
   }
+  const signal = async (name: NodeJS.Signals) => {
+    if (child.exitCode !== null || child.signalCode !== null) return
+    const exited = once(child, 'exit')
+    child.kill(name)
+    await exited
+  }
   return {
     url: `http://127.0.0.1:${options.port}`,
     output: () => output,
-    stop: async () => {
-      if (child.exitCode !== null) return
-      const exited = once(child, 'exit')
-      child.kill('SIGTERM')
-      await exited
-    },
+    stop: () => signal('SIGTERM'),
+    kill: () => signal('SIGKILL'),
   }
 }
 
@@ -337,6 +341,71 @@ describe.skipIf(noBrowser !== undefined)('Effect Chat in a browser', () => {
       await proxy.close()
       await model.close()
     }
+  }, 60_000)
+
+  it('the server is SIGKILLed mid-answer and started again: the page rejoins, the answer shows once, the finished model turn is not asked again, and the effect applied once', async () => {
+    const answer = slowAnswer(40)
+    // Turn 1 notifies (an effect tool); turn 2 answers slowly.
+    const model = await startFakeOpenAI((request) =>
+      request.input.some((item) => item.type === 'function_call_output')
+        ? { text: answer, deltaDelayMs: 50 }
+        : { toolCalls: [{ name: 'notify', args: { to: 'you@example.com', text: 'Your order shipped' } }] },
+    )
+    try {
+      const { app, options } = await freshApp({ OPENAI_API_KEY: 'test-key', OPENAI_BASE_URL: model.baseURL })
+      const page = await open(app.url)
+      await page.getByTestId('input').fill('Notify me, then tell me a story')
+      await page.getByTestId('send').click()
+      await expect.poll(() => lastAnswer(page).innerText().catch(() => ''), { timeout: 10_000 }).toContain('word5')
+      await app.kill()
+      const restarted = await startApp(options)
+      running.push(restarted)
+      // The same page, never reloaded: it reconnects to the restarted server and the answer goes on.
+      await expect.poll(() => assistantTexts(page), { timeout: 30_000 }).toEqual([answer.join('').trim()])
+      await page.getByTestId('send').waitFor()
+      const turns = model.requests.map((request) => (request.input.some((item) => item.type === 'function_call_output') ? 'answer' : 'notify'))
+      // The notify turn finished before the crash: asked once. The answer was in flight: asked once more.
+      expect(turns).toEqual(['notify', 'answer', 'answer'])
+      const effects = (await (await fetch(`${restarted.url}/api/effects`)).json()) as { readonly messages: ReadonlyArray<unknown> }
+      expect(effects.messages).toHaveLength(1)
+      await page.screenshot({ path: screenshotPath('rejoined-after-crash'), fullPage: true })
+    } finally {
+      await model.close()
+    }
+  }, 90_000)
+
+  it('a refund waits for approval across a SIGKILL of the server: a reload restores the approval card, and its approval refunds once', async () => {
+    const { app, options } = await freshApp()
+    const page = await open(app.url)
+    await page.getByTestId('input').fill('Refund A-100')
+    await page.getByTestId('send').click()
+    await page.getByTestId('approval').waitFor({ timeout: 15_000 })
+    await app.kill()
+    const restarted = await startApp(options)
+    running.push(restarted)
+
+    await page.reload()
+    await page.getByTestId('model').waitFor()
+    await page.getByTestId('approval').waitFor({ timeout: 15_000 })
+    expect(await page.getByTestId('approval').innerText()).toContain('refund')
+    await page.screenshot({ path: screenshotPath('refund-approval-card'), fullPage: true })
+    await page.getByTestId('approve').click()
+    await expect.poll(() => lastAnswer(page).innerText(), { timeout: 20_000 }).toBe('Order A-100 is refunded (outbox message #1).')
+    expect(await page.getByTestId('approval').count()).toBe(0)
+    const effects = (await (await fetch(`${restarted.url}/api/effects`)).json()) as { readonly messages: ReadonlyArray<{ readonly text: string }> }
+    expect(effects.messages.map((message) => message.text)).toEqual(['Refund order A-100'])
+    await page.screenshot({ path: screenshotPath('refund-approved-after-crash'), fullPage: true })
+  }, 90_000)
+
+  it('a declined refund is never issued, and the answer says so', async () => {
+    const { app } = await freshApp()
+    const page = await open(app.url)
+    await page.getByTestId('input').fill('Refund A-100')
+    await page.getByTestId('send').click()
+    await page.getByTestId('decline').click({ timeout: 15_000 })
+    await expect.poll(() => lastAnswer(page).innerText(), { timeout: 20_000 }).toBe('The refund of A-100 was declined: nothing was refunded.')
+    const effects = (await (await fetch(`${app.url}/api/effects`)).json()) as { readonly messages: ReadonlyArray<unknown> }
+    expect(effects.messages).toHaveLength(0)
   }, 60_000)
 
   it('a message sent to the thread from a second tab while the answer of the first tab streams is refused with a message that says why', async () => {

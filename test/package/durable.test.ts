@@ -1,15 +1,30 @@
 /**
- * A durable run on SQLite from the installed package: the program is killed
+ * Durable runs on SQLite from the installed package: a program is killed
  * inside a model turn and started again, and the run finishes on the same
- * file with the turn in flight asked once more and nothing else repeated.
- * The fake model is the installed package's own.
+ * file with the turn in flight asked once more and nothing else repeated;
+ * a durable chat server is killed mid-answer and started again, and the
+ * real `@tanstack/ai-client` rejoins the answer and shows it once. The fake
+ * model is the installed package's own.
  */
 import { spawn } from "node:child_process"
 import { once } from "node:events"
 import { mkdirSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
+import { ChatClient, fetchServerSentEvents } from "@tanstack/ai-client"
 import { expect, it } from "vitest"
+import { freePort } from "../support/services.ts"
 import { consumer, installedPackage, nodes } from "./consumer.ts"
+
+/** The programs' order lookup, as their source declares it. */
+const getOrderSource = `const getOrder = AI.serverTool(
+  toolDefinition({
+    name: "get_order",
+    description: "Get the status of an order",
+    inputSchema: AI.toolSchema(Schema.Struct({ id: Schema.String })),
+    outputSchema: AI.toolSchema(Schema.Struct({ status: Schema.String }))
+  }),
+  () => Effect.succeed({ status: "shipped" })
+)`
 
 const program = `
 import { toolDefinition } from "@tanstack/ai"
@@ -21,15 +36,7 @@ import { Effect, Layer, Option, Schedule, Schema } from "effect"
 
 const [model, mode] = process.argv.slice(2)
 
-const getOrder = AI.serverTool(
-  toolDefinition({
-    name: "get_order",
-    description: "Get the status of an order",
-    inputSchema: AI.toolSchema(Schema.Struct({ id: Schema.String })),
-    outputSchema: AI.toolSchema(Schema.Struct({ status: Schema.String }))
-  }),
-  () => Effect.succeed({ status: "shipped" })
-)
+${getOrderSource}
 
 const agent = DurableAgent.make(AI.defineAgent({
   name: "orders",
@@ -99,3 +106,88 @@ it("a durable run on SQLite, killed inside a model turn and started again, finis
     await model.close()
   }
 })
+
+const chatServer = `
+import { createServer } from "node:http"
+import { NodeHttpServer } from "@effect/platform-node"
+import { toolDefinition } from "@tanstack/ai"
+import * as AI from "@tanstack/ai-effect"
+import { DurableAgent, DurableEngine } from "@tanstack/ai-effect/durable"
+import { ChatRoute } from "@tanstack/ai-effect/http"
+import { layerSqlite, layerSqliteStreamLog, layerSqliteThreadStore } from "@tanstack/ai-effect/sqlite"
+import { createOpenaiChat } from "@tanstack/ai-openai"
+import { Effect, Layer, Schema } from "effect"
+import { HttpRouter } from "effect/http"
+
+const [model, port] = process.argv.slice(2)
+const file = "chat.db"
+
+${getOrderSource}
+
+const agent = DurableAgent.make(AI.defineAgent({
+  name: "orders",
+  adapter: createOpenaiChat("gpt-5.2", "test-key", { baseURL: model, maxRetries: 0 }),
+  instructions: "Answer questions about orders.",
+  tools: [getOrder]
+}))
+
+const chat = ChatRoute.durableHandler(agent)
+const stores = Layer.mergeAll(layerSqliteStreamLog({ filename: file }), layerSqliteThreadStore({ filename: file }))
+const server = HttpRouter.serve(
+  Layer.mergeAll(HttpRouter.add("POST", "/api/chat", chat), HttpRouter.add("GET", "/api/chat", chat), HttpRouter.add("DELETE", "/api/chat", chat))
+).pipe(
+  Layer.provide(NodeHttpServer.layer(createServer, { port: Number(port), host: "127.0.0.1" })),
+  Layer.provide(agent.layer.pipe(
+    Layer.provideMerge(DurableEngine.layerSqlite({ filename: file, lockLease: "1 second" })),
+    Layer.provideMerge(stores),
+    Layer.provide(layerSqlite({ filename: file }))
+  ))
+)
+
+await Effect.runPromise(Layer.launch(server))
+`
+
+it("a durable chat on SQLite, its server killed mid-answer and started again: the real ai-client rejoins, and the answer shows once", async () => {
+  const dir = join(consumer().dir, "durable-chat")
+  mkdirSync(dir, { recursive: true })
+  writeFileSync(join(dir, "chat.ts"), chatServer)
+
+  const testing = await import(join(installedPackage(), "dist", "testing", "index.js")) as typeof import("@tanstack/ai-effect/testing")
+  const words = Array.from({ length: 40 }, (_, index) => `w${index} `)
+  let answers = 0
+  const model = await testing.startFakeOpenAI((request: ResponsesRequest) => {
+    if (!request.input.some((item) => item.type === "function_call_output")) {
+      return { toolCalls: [{ name: "get_order", args: { id: "A-100" }, id: "call_lookup" }] }
+    }
+    answers++
+    return { text: words, deltaDelayMs: 50 }
+  })
+  const port = await freePort()
+  const url = `http://127.0.0.1:${port}/api/chat`
+  const start = () => spawn(nodes().current, ["chat.ts", model.baseURL, String(port)], { cwd: dir, stdio: "ignore" })
+  const ready = async () => {
+    while ((await fetch(`${url}?threadId=ready`).then((response) => response.status, () => 0)) !== 404) await new Promise((resolve) => setTimeout(resolve, 50))
+  }
+  const first = start()
+  let second: ReturnType<typeof start> | undefined
+  try {
+    await ready()
+    const client = new ChatClient({ connection: fetchServerSentEvents(url, { reconnect: { maxAttempts: 200, delayMs: 100 } }), threadId: "thread-1" })
+    const sent = client.sendMessage("Where is A-100?")
+    const text = () => client.getMessages().flatMap((message) => message.role === "assistant" ? message.parts : []).flatMap((part) => part.type === "text" ? [part.content] : []).join("")
+    await expect.poll(() => text().length, { timeout: 20_000, interval: 10 }).toBeGreaterThan(words.slice(0, 6).join("").length)
+    first.kill("SIGKILL")
+    await once(first, "exit")
+    second = start()
+    await sent
+    expect(client.getError()).toBeUndefined()
+    expect(text()).toBe(words.join(""))
+    const lookups = model.requests.filter((request: ResponsesRequest) => !request.input.some((item) => item.type === "function_call_output"))
+    expect(lookups).toHaveLength(1)
+    expect(answers).toBe(2)
+  } finally {
+    first.kill("SIGKILL")
+    second?.kill("SIGKILL")
+    await model.close()
+  }
+}, 60_000)

@@ -8,7 +8,9 @@
  * URL (`?thread=`): a reload, a second tab or another device on that URL
  * hydrates the transcript and rejoins an answer still streaming, and a
  * dropped connection resumes from the last event the page saw. Stop cancels
- * the run on the server, since a run goes on when its page goes away.
+ * the run on the server, since a run goes on when its page goes away. A
+ * refund waits for a person: its card approves or declines it, also after a
+ * reload or a restart of the server.
  */
 import { fetchServerSentEvents, useChat } from '@tanstack/ai-react'
 import { useCallback, useEffect, useMemo, useState } from 'react'
@@ -23,7 +25,7 @@ interface Effects {
   readonly effects: ReadonlyArray<{ tool: string; key: string; outcome: string; recordedAt: number }>
 }
 
-const examples = ['Where is order A-100?', 'Where is order B-200?', 'Track A-100', 'Notify me about A-100', 'Notify me twice about A-100']
+const examples = ['Where is order A-100?', 'Where is order B-200?', 'Track A-100', 'Notify me about A-100', 'Notify me twice about A-100', 'Refund A-100']
 
 /** The thread in the URL, or a new one written into it, so that a reload or a second tab finds it. */
 function threadFromUrl(): string {
@@ -77,8 +79,9 @@ export function App() {
   const [info, setInfo] = useState<{ model: string; offline: boolean }>()
   const [effects, setEffects] = useState<Effects>({ messages: [], effects: [] })
 
-  const { messages, sendMessage, isLoading, stop, error } = useChat({
-    connection: fetchServerSentEvents('/api/chat', { fetchClient }),
+  const { messages, sendMessage, isLoading, stop, error, pendingInterrupts } = useChat({
+    // A server that restarts (a deploy, a crash) is back within seconds: keep reconnecting meanwhile.
+    connection: fetchServerSentEvents('/api/chat', { fetchClient, reconnect: { maxAttempts: 120, delayMs: 500 } }),
     threadId,
     persistence: true,
     onCustomEvent: (name, data, { toolCallId }) => {
@@ -110,6 +113,13 @@ export function App() {
     // Stop on the server too: the run would otherwise go on for a page that reloads.
     if (runId !== undefined) void fetch(`/api/chat?runId=${encodeURIComponent(runId)}`, { method: 'DELETE' })
   }
+
+  // The approvals the run waits for, by tool call: core's interrupt id is `approval_<tool call id>`.
+  const approvals = new Map(
+    pendingInterrupts.flatMap((interrupt) =>
+      interrupt.kind === 'generic' && interrupt.interruptId.startsWith('approval_') ? [[interrupt.interruptId.slice('approval_'.length), interrupt] as const] : [],
+    ),
+  )
 
   const results = new Map(
     messages.flatMap((message) => message.parts.flatMap((part) => (part.type === 'tool-result' ? [[part.toolCallId, part] as const] : []))),
@@ -149,6 +159,7 @@ export function App() {
                 const content = typeof result?.content === 'string' ? result.content : undefined
                 const error = content === undefined ? undefined : errorOf(content)
                 const outcome = outcomes[part.id]
+                const approval = approvals.get(part.id)
                 return (
                   <div key={part.id} className={`tool ${error ? 'failed' : ''}`} data-testid="tool-call" data-tool={part.name}>
                     <div className="tool-head">
@@ -164,7 +175,22 @@ export function App() {
                     {progress[part.id] !== undefined && result === undefined && (
                       <div className="progress" data-testid="progress">{JSON.stringify(progress[part.id])}</div>
                     )}
-                    {result === undefined && !isLoading && <div className="stopped" data-testid="stopped">stopped before it finished</div>}
+                    {approval !== undefined && (
+                      <div className="approval" data-testid="approval">
+                        <span>
+                          Approve <code>{part.name}</code> {part.arguments}?
+                        </span>
+                        <button type="button" data-testid="approve" onClick={() => approval.resolveInterrupt({ approved: true })}>
+                          Approve
+                        </button>
+                        <button type="button" className="decline" data-testid="decline" onClick={() => approval.resolveInterrupt({ approved: false })}>
+                          Decline
+                        </button>
+                      </div>
+                    )}
+                    {result === undefined && approval === undefined && !isLoading && (
+                      <div className="stopped" data-testid="stopped">stopped before it finished</div>
+                    )}
                     {content !== undefined && (
                       <div className={error ? 'result error' : 'result'} data-testid={error ? 'tool-error' : 'tool-result'}>
                         {error ?? content}
