@@ -211,17 +211,32 @@ type ReadFrom = { readonly _tag: "Start" } | { readonly _tag: "Now" } | { readon
 /** The offset of a position in a run's log, as the client sees it in the SSE `id:` line. */
 const offsetOf = (runId: string, seq: number): string => `${offsetPrefix}${encodeURIComponent(runId)}:${seq}`
 
-/** The run and position of an offset this log minted, or why it is not one. */
-const parseOffset = (offset: string): { readonly runId: string; readonly seq: number } | InvalidOffset => {
+/**
+ * The offset of the `index`-th chunk a producer sent without storing it,
+ * after the log failed to store position `afterSeq`: the connected client
+ * still gets the chunk, and a resume from it reads what the log stored
+ * after `afterSeq` (the run's terminal, once the store answers again).
+ */
+const unstoredOffsetOf = (runId: string, afterSeq: number, index: number): string =>
+  `${offsetPrefix}${encodeURIComponent(runId)}:${afterSeq}.${index}`
+
+/**
+ * The run and position of an offset this log minted (`unstored` for a chunk
+ * sent without being stored, its position the last one stored before it),
+ * or why it is not one.
+ */
+const parseOffset = (offset: string): { readonly runId: string; readonly seq: number; readonly unstored: boolean } | InvalidOffset => {
   const invalid = new InvalidOffset({ offset, reason: "it is not an offset of this log" })
   if (!offset.startsWith(offsetPrefix)) return invalid
   const rest = offset.slice(offsetPrefix.length)
   const separator = rest.lastIndexOf(":")
   if (separator <= 0) return invalid
-  const seq = Number(rest.slice(separator + 1))
-  if (!Number.isSafeInteger(seq) || seq < 1 || String(seq) !== rest.slice(separator + 1)) return invalid
+  const position = rest.slice(separator + 1).match(/^(0|[1-9]\d*)(?:\.([1-9]\d*))?$/)
+  const seq = Number(position?.[1])
+  const unstored = position?.[2] !== undefined
+  if (position === null || !Number.isSafeInteger(seq) || (seq < 1 && !unstored)) return invalid
   try {
-    return { runId: decodeURIComponent(rest.slice(0, separator)), seq }
+    return { runId: decodeURIComponent(rest.slice(0, separator)), seq, unstored }
   } catch {
     return invalid
   }
@@ -416,16 +431,38 @@ const makeService = (backend: StreamLogBackend, options: StreamLogOptions | unde
       const refused = checkRunId(runId)
       if (refused !== undefined) return Effect.fail(refused)
       const resumeFrom = offset ?? null
-      // The producer's epoch, claimed at its first write.
+      // The producer's epoch, claimed at its first write (again after a claim the store could not answer).
       let epoch: Promise<number> | undefined
-      const claimed = () => epoch ??= run(backend.claim(runId))
+      const claimed = () => {
+        const claim = epoch ??= run(backend.claim(runId))
+        claim.catch(() => {
+          if (epoch === claim) epoch = undefined
+        })
+        return claim
+      }
+      // The last position stored, and the chunks sent unstored since the store failed, if it did.
+      let lastSeq = 0
+      let unstored: { readonly afterSeq: number; count: number } | undefined
 
       const adapter: UpsertableStreamDurability = {
         resumeFrom: () => resumeFrom,
         append: async (chunks) => {
-          const mine = await claimed()
-          const seqs = await run(backend.append(runId, mine, chunks))
-          return seqs.map((seq) => offsetOf(runId, seq))
+          if (unstored === undefined) {
+            try {
+              const seqs = await run(backend.append(runId, await claimed(), chunks))
+              lastSeq = seqs.at(-1) ?? lastSeq
+              return seqs.map((seq) => offsetOf(runId, seq))
+            } catch (error) {
+              // Another producer owns the log: this one stops. A store that cannot answer does not stop the answer.
+              if (!(error instanceof StreamLogError)) throw error
+              unstored = { afterSeq: lastSeq, count: 0 }
+              await run(Effect.logWarning(
+                `${error.message}. The connected client still receives run ${runId}; its log ends after position ${lastSeq}, and a resume from later gets the run's RUN_ERROR.`
+              ))
+            }
+          }
+          const gap = unstored
+          return chunks.map(() => unstoredOffsetOf(runId, gap.afterSeq, ++gap.count))
         },
         upsert: async (entries) => {
           // Validated whole, before anything is claimed or written.
@@ -437,6 +474,7 @@ const makeService = (backend: StreamLogBackend, options: StreamLogOptions | unde
             const parsed = parseOffset(entry.offset)
             if (parsed instanceof InvalidOffset) throw parsed
             if (parsed.runId !== runId) throw new InvalidOffset({ offset: entry.offset, reason: `it is an offset of run ${parsed.runId}, not ${runId}` })
+            if (parsed.unstored) throw new InvalidOffset({ offset: entry.offset, reason: "it names a chunk the log did not store" })
             if (seen.has(entry.offset)) throw new InvalidOffset({ offset: entry.offset, reason: "it is repeated within the batch" })
             seen.add(entry.offset)
             planned.push({ seq: parsed.seq, chunk: entry.chunk })
@@ -447,8 +485,11 @@ const makeService = (backend: StreamLogBackend, options: StreamLogOptions | unde
         },
         close: async () => {
           // A reader's close, or a producer's that never wrote, leaves the log as it is.
-          if (epoch === undefined) return
-          await run(backend.close(runId, await epoch))
+          if (epoch === undefined && unstored === undefined) return
+          const mine = await claimed()
+          // A log that could not store part of the run ends on a RUN_ERROR that says so: a reader stops there.
+          if (unstored !== undefined) await run(backend.append(runId, mine, [unstoredChunk(unstored.afterSeq)]))
+          await run(backend.close(runId, mine))
         },
         snapshot: async () => {
           const out: Array<{ offset: string; chunk: StreamChunk }> = []
@@ -541,6 +582,10 @@ const makeService = (backend: StreamLogBackend, options: StreamLogOptions | unde
 
   return { ...backend, durability, check, cancel, ended }
 }
+
+/** The terminal of a log that could not store part of its run: a reader that resumes past what it stored ends on it. */
+const unstoredChunk = (afterSeq: number): StreamChunk =>
+  runErrorChunk(`The delivery log could not store this run after position ${afterSeq}: the rest of its answer went to the connected client only`, "log-unavailable")
 
 /** The terminal a cancel stores: core's `RUN_ERROR` of an explicit cancel, so that a reader ends and shows why. */
 const cancelledChunk = (): StreamChunk => runErrorChunk("The run was cancelled", "cancelled")
