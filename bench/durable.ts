@@ -1,17 +1,23 @@
 /**
  * What a durable run costs next to a plain one: the same agent run (a model
  * turn with a tool call, then an answer) through `AI.runAgent`, and through
- * `DurableAgent.run` on the memory engine and on PostgreSQL, where each model
- * turn and tool call is an activity the engine records. Both ask the fake
- * OpenAI server on 127.0.0.1 through the real adapter, as a deployment asks
- * its provider (minus the provider's own time).
+ * `DurableAgent.run` on the memory engine, on SQLite and on PostgreSQL,
+ * where each model turn and tool call is an activity the engine records.
+ * Both ask the fake OpenAI server on 127.0.0.1 through the real adapter, as
+ * a deployment asks its provider (minus the provider's own time). On SQL,
+ * the statements a run sends are counted at the driver.
  */
 import * as AI from '@tanstack/ai-effect'
 import { DurableAgent, DurableEngine } from '@tanstack/ai-effect/durable'
 import { type FakeReply, type ResponsesRequest, startFakeOpenAI } from '@tanstack/ai-effect/testing'
 import { createOpenaiChat } from '@tanstack/ai-openai'
+import { layerSqlite } from '@tanstack/ai-effect/sqlite'
 import { Effect, Layer, ManagedRuntime, Stream } from 'effect'
+import { mkdtempSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { pgClient } from '../test/support/backends.ts'
+import { countStatements } from '../test/support/roundTrips.ts'
 import { missing, startPostgres } from '../test/support/services.ts'
 import { getOrderDef } from '../test/support/tools.ts'
 import { pair, type PairResult } from './chat.ts'
@@ -26,11 +32,21 @@ const model = (request: ResponsesRequest): FakeReply =>
     ? { text: 'Shipped.' }
     : { toolCalls: [{ name: 'get_order', args: { id: 'A-100' } }] }
 
+/** A durable case's timing, and on SQL the statements one run sends (its engine's and its run store's). */
+export interface DurableRow extends PairResult {
+  readonly statementsPerRun?: number
+}
+
+/** The activities of the bench's run: two model turns, one tool call, and the run's end. */
+export const activitiesPerRun = 4
+
 const durableCase = async (
   name: string,
-  engine: Layer.Layer<DurableAgent.DurableServices, unknown>,
-  options: { readonly rounds: number; readonly iterations: number },
-): Promise<PairResult> => {
+  engineOf: (counter: Layer.Layer<never>) => Layer.Layer<DurableAgent.DurableServices, unknown>,
+  options: { readonly rounds: number; readonly iterations: number; readonly counted: boolean },
+): Promise<DurableRow> => {
+  const statements = countStatements()
+  const engine = engineOf(statements.layer)
   const server = await startFakeOpenAI(model)
   const agent = AI.defineAgent({
     name: 'orders',
@@ -41,20 +57,34 @@ const durableCase = async (
   const durable = DurableAgent.make(agent)
   const runtime = ManagedRuntime.make(durable.layer.pipe(Layer.provideMerge(engine)))
   let run = 0
+  const durableRun = () => runtime.runPromise(durable.run({ runId: `bench-${Date.now()}-${run++}`, messages }))
   try {
-    return await pair(name, undefined, options,
-      () => Effect.runPromise(Stream.runDrain(AI.runAgent(agent, { messages }))),
-      () => runtime.runPromise(durable.run({ runId: `bench-${Date.now()}-${run++}`, messages })))
+    const timed = await pair(name, undefined, options, () => Effect.runPromise(Stream.runDrain(AI.runAgent(agent, { messages }))), durableRun)
+    if (!options.counted) return timed
+    // Counted apart from the timed runs, one run at a time, so that only its own statements count.
+    const before = statements.count()
+    const counted = 20
+    for (let i = 0; i < counted; i++) await durableRun()
+    return { ...timed, statementsPerRun: (statements.count() - before) / counted }
   } finally {
     await runtime.dispose()
     await server.close()
   }
 }
 
-export const benchDurable = async (options: { readonly quick: boolean }): Promise<ReadonlyArray<PairResult>> => {
+export const benchDurable = async (options: { readonly quick: boolean }): Promise<ReadonlyArray<DurableRow>> => {
   const sizes = { rounds: options.quick ? 3 : 7, iterations: options.quick ? 10 : 30 }
+  const file = join(mkdtempSync(join(tmpdir(), 'ai-effect-bench-durable-')), 'runs.db')
   const results = [
-    await durableCase('a run of 2 model turns and 1 tool call: DurableAgent.run on the memory engine vs AI.runAgent', DurableEngine.layerMemory, sizes),
+    await durableCase('a run of 2 model turns and 1 tool call: DurableAgent.run on the memory engine vs AI.runAgent', () => DurableEngine.layerMemory, {
+      ...sizes,
+      counted: false,
+    }),
+    await durableCase(
+      'a run of 2 model turns and 1 tool call: DurableAgent.run on SQLite vs AI.runAgent',
+      (counter) => DurableEngine.layerSqlite({ filename: file }).pipe(Layer.provide(layerSqlite({ filename: file })), Layer.provide(counter)),
+      { ...sizes, counted: true },
+    ),
   ]
   if (missing('postgres') === undefined) {
     const postgres = await startPostgres()
@@ -62,8 +92,8 @@ export const benchDurable = async (options: { readonly quick: boolean }): Promis
       results.push(
         await durableCase(
           'a run of 2 model turns and 1 tool call: DurableAgent.run on PostgreSQL vs AI.runAgent',
-          DurableEngine.layerSingleRunner().pipe(Layer.provide(pgClient(postgres.url))),
-          sizes,
+          (counter) => DurableEngine.layerSingleRunner().pipe(Layer.provide(pgClient(postgres.url)), Layer.provide(counter)),
+          { ...sizes, counted: true },
         ),
       )
     } finally {

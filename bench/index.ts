@@ -10,7 +10,7 @@ import { cpus } from 'node:os'
 import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { benchChat, benchMemory, benchSharing, type PairResult } from './chat.ts'
-import { benchDurable } from './durable.ts'
+import { activitiesPerRun, benchDurable } from './durable.ts'
 import { benchResumable } from './resumable.ts'
 import { benchHttp, type HttpRow } from './http.ts'
 import { benchProcesses, benchStores, type StoreRow } from './stores.ts'
@@ -23,7 +23,13 @@ console.log(`Node ${process.version}, ${cpus().length} CPUs, ${date}${quick ? ' 
 console.table(chat.map((row) => ({ case: row.case, 'raw µs': row.rawMicros.toFixed(0), 'ours µs': row.oursMicros.toFixed(0), ratio: row.ratio.toFixed(2), target: row.target })))
 
 const durable = await benchDurable({ quick })
-console.table(durable.map((row) => ({ case: row.case, 'plain µs': row.rawMicros.toFixed(0), 'durable µs': row.oursMicros.toFixed(0), ratio: row.ratio.toFixed(2) })))
+console.table(durable.map((row) => ({
+  case: row.case,
+  'plain µs': row.rawMicros.toFixed(0),
+  'durable µs': row.oursMicros.toFixed(0),
+  ratio: row.ratio.toFixed(2),
+  'statements per run': row.statementsPerRun ?? '—',
+})))
 
 const resumable = await benchResumable({ quick })
 console.table(resumable.map((row) => ({
@@ -139,7 +145,9 @@ const httpRows = (rows: ReadonlyArray<HttpRow>) =>
     const core = rows.find((other) => other.case === row.case && other.server === 'core')!
     const ratio = row.requestsPerSecond / core.requestsPerSecond
     const verdict = row.server === 'effect'
-      ? ratio >= 0.9 ? 'met (≥ 0.9x)' : `**missed** (≥ 0.9x); pays for a request fiber that a disconnect interrupts, and the run's own costs above`
+      ? ratio >= 0.9 ? 'met (≥ 0.9x)' : `**missed** (≥ 0.9x); pays for keeping the conversation: its thread saved twice, the thread lock taken and released, the run's log claimed and appended, on one SQLite file that takes one writer at a time`
+      : row.server === 'effect-durable'
+      ? 'no target: each run also goes through the durable engine (the statements above) before its first chunk is written to the log'
       : ''
     return `| ${row.case} | ${serverNames[row.server]} | ${row.requestsPerSecond.toFixed(0)} | ${row.p50Millis} ms | ${row.p99Millis} ms | ${row.firstChunkMillis.toFixed(1)} ms | ${row.cpuMicrosPerRequest.toFixed(0)} µs | ${row.server === 'core' ? '' : `${ratio.toFixed(2)}x`} | ${verdict} |`
   })
@@ -151,10 +159,12 @@ const table = [
   '| --- | --- | --- | --- | --- | --- | --- |',
   ...chatRows(chat),
   '',
-  '| durable run | AI.runAgent | DurableAgent.run | ratio (spread) |',
-  '| --- | --- | --- | --- |',
+  `| durable run | AI.runAgent | DurableAgent.run | ratio (spread) | statements per run (per activity, of ${activitiesPerRun}) |`,
+  '| --- | --- | --- | --- | --- |',
   ...durable.map((row) =>
-    `| ${row.case} | ${row.rawMicros.toFixed(0)} µs | ${row.oursMicros.toFixed(0)} µs | ${row.ratio.toFixed(2)}x (${row.ratioMin.toFixed(2)}–${row.ratioMax.toFixed(2)}) |`),
+    `| ${row.case} | ${row.rawMicros.toFixed(0)} µs | ${row.oursMicros.toFixed(0)} µs | ${row.ratio.toFixed(2)}x (${row.ratioMin.toFixed(2)}–${row.ratioMax.toFixed(2)}) | ${
+      row.statementsPerRun === undefined ? '—' : `${row.statementsPerRun.toFixed(1)} (${(row.statementsPerRun / activitiesPerRun).toFixed(1)})`
+    } |`),
   '',
   '| resumable chat, one client at a time | without durability | with durability | ratio (spread) | requests/s without, with | appends per run | statements per append |',
   '| --- | --- | --- | --- | --- | --- | --- |',

@@ -134,8 +134,9 @@ export const makeSqlStore = Effect.fnUntraced(function*(options?: SqlStoreOption
   // One round trip on PostgreSQL, recorded key or new: a data-modifying CTE
   // reads the row, inserts the claim only when nothing live holds the key (so
   // that a replay takes no row lock), and answers the row it did not claim.
-  // SQLite has no such statement: it claims, then reads what it could not
-  // claim, which costs no network.
+  // SQLite has no such statement: it reads what holds the key (a replay is
+  // that read, with no write lock on the file), and claims when nothing
+  // does, then reads what it could not claim (no network either way).
   const claimRows = (id: EffectId, owner: string, ttlMillis: number) =>
     Effect.flatMap(currentTime, (now) =>
       sql.onDialectOrElse({
@@ -155,19 +156,28 @@ export const makeSqlStore = Effect.fnUntraced(function*(options?: SqlStoreOption
             SELECT NULL, NULL, owner, lease_expires_at, record FROM current WHERE NOT EXISTS (SELECT 1 FROM claimed)`,
         orElse: () =>
           Effect.flatMap(
-            sql<{ readonly fence: unknown; readonly taken_over: unknown }>`${
-              upsertClaim(
-                sql`VALUES (${id.tool}, ${id.key}, 1, ${owner}, ${now} + ${ttlMillis}, 0, NULL, ${now} + ${ttlMillis + retention})`,
-                now
-              )
-            }`,
-            (claimed): Effect.Effect<ReadonlyArray<ClaimRow>, SqlError> =>
-              claimed.length > 0
-                ? Effect.succeed(claimed.map((row) => ({ ...row, owner: null, lease_expires_at: null, record: null })))
-                : sql<ClaimRow>`SELECT NULL AS fence, NULL AS taken_over, owner, lease_expires_at, record FROM ${table}
-                    WHERE tool = ${id.tool} AND effect_key = ${id.key}`
+            sql<ClaimRow>`SELECT NULL AS fence, NULL AS taken_over, owner, lease_expires_at, record FROM ${table}
+              WHERE tool = ${id.tool} AND effect_key = ${id.key} AND expires_at > ${now}
+                AND (record IS NOT NULL OR (owner IS NOT NULL AND lease_expires_at > ${now}))`,
+            (held) => held.length > 0 ? Effect.succeed(held) : claimOrRead(id, owner, ttlMillis, now)
           )
       })
+    )
+
+  /** SQLite's claim of a key nothing held when it looked: the upsert, then the row if it could not claim it. */
+  const claimOrRead = (id: EffectId, owner: string, ttlMillis: number, now: Statement.Fragment) =>
+    Effect.flatMap(
+      sql<{ readonly fence: unknown; readonly taken_over: unknown }>`${
+        upsertClaim(
+          sql`VALUES (${id.tool}, ${id.key}, 1, ${owner}, ${now} + ${ttlMillis}, 0, NULL, ${now} + ${ttlMillis + retention})`,
+          now
+        )
+      }`,
+      (claimed): Effect.Effect<ReadonlyArray<ClaimRow>, SqlError> =>
+        claimed.length > 0
+          ? Effect.succeed(claimed.map((row) => ({ ...row, owner: null, lease_expires_at: null, record: null })))
+          : sql<ClaimRow>`SELECT NULL AS fence, NULL AS taken_over, owner, lease_expires_at, record FROM ${table}
+              WHERE tool = ${id.tool} AND effect_key = ${id.key}`
     )
 
   const claim = (id: EffectId, { owner, ttl }: { readonly owner: string; readonly ttl: Duration.Duration }) =>
