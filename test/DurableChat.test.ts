@@ -11,12 +11,12 @@
 import { createServer } from "node:http"
 import { NodeHttpServer } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
-import { type StreamChunk, StreamProcessor } from "@tanstack/ai"
+import { type AnyTextAdapter, type StreamChunk, StreamProcessor } from "@tanstack/ai"
 import { ChatClient, fetchServerSentEvents } from "@tanstack/ai-client"
 import * as AI from "@tanstack/ai-effect"
 import { DurableAgent, DurableEngine } from "@tanstack/ai-effect/durable"
 import { ChatRoute } from "@tanstack/ai-effect/http"
-import { type FakeReply, fakeOpenAI } from "@tanstack/ai-effect/testing"
+import { type FakeReply, fakeOpenAI, scriptedText } from "@tanstack/ai-effect/testing"
 import { createOpenaiChat } from "@tanstack/ai-openai"
 import { Cause, Context, Deferred, Effect, Exit, Layer, Ref, Schedule } from "effect"
 import { HttpRouter, HttpServer } from "effect/http"
@@ -188,6 +188,35 @@ describe("ChatRoute.durableHandler with @tanstack/ai-client", () => {
       const texts = yield* Effect.promise(() => Promise.all([first.text(), retry.text()]))
       for (const text of texts) expect(text).toContain("w19 ")
       expect(model.requests).toHaveLength(1)
+    }).pipe(Effect.scoped))
+
+  it.live("a model turn that breaks off mid-answer and is tried again inside its activity shows once: the log puts the recorded conversation back before the new attempt", () =>
+    Effect.gen(function*() {
+      const words = ["Once ", "upon ", "a ", "time."]
+      const model = scriptedText([{ text: words }, { text: words }])
+      let attempts = 0
+      // The first attempt streams two words, then the connection to the provider breaks.
+      const adapter: AnyTextAdapter = Object.create(model, {
+        chatStream: {
+          value: (options: Parameters<AnyTextAdapter["chatStream"]>[0]) =>
+            (async function*() {
+              const attempt = ++attempts
+              let deltas = 0
+              for await (const chunk of model.chatStream(options) as AsyncIterable<StreamChunk>) {
+                if (attempt === 1 && chunk.type === "TEXT_MESSAGE_CONTENT" && ++deltas > 2) throw new Error("socket hang up")
+                yield chunk
+              }
+            })()
+        }
+      })
+      const agent = DurableAgent.make(AI.defineAgent({ name: "storyteller", adapter, instructions: "Tell stories.", tools: [] }), {
+        turnRetry: Schedule.recurs(1)
+      })
+      const { url } = yield* serve(agent, stores())
+      const client = new ChatClient({ connection: fetchServerSentEvents(url), threadId: "thread-retried", persistence: true })
+      yield* Effect.promise(() => client.sendMessage("A story"))
+      expect(attempts).toBe(2)
+      expect(textOf(client)).toEqual(["user: A story", `assistant: ${words.join("")}`])
     }).pipe(Effect.scoped))
 
   for (const approved of [true, false]) {

@@ -27,7 +27,7 @@
  * @since 0.1.0
  */
 import type { AnyTextAdapter, ModelMessage, StreamChunk } from "@tanstack/ai"
-import { Context, Effect, Exit, Layer, Option, PubSub, Schedule, Schema, type Scope, Semaphore, Stream } from "effect"
+import { Cause, Context, Effect, Exit, Layer, Option, PubSub, Schedule, Schema, type Scope, Semaphore, Stream } from "effect"
 import { Activity, DurableDeferred, Workflow, WorkflowEngine } from "effect/workflow"
 import type { Agent } from "../Agent.ts"
 import { AiError, failOnProviderError } from "../AiError.ts"
@@ -413,6 +413,9 @@ export const make = <TAdapter extends AnyTextAdapter, const Tools extends Readon
     let log = yield* openRunLog(logId, () => messages)
     /** A chunk to this process's streams, and to the run's log before the activity that sends it ends. */
     const publish = (chunk: StreamChunk) => Effect.andThen(chunks.publish({ _tag: "Chunk", runId: payload.runId, chunk }), log.write(chunk))
+    /** A chunk to this process's streams, and to the run's log without waiting for the store (the activity flushes). */
+    const publishSoon = (chunk: StreamChunk) =>
+      Effect.andThen(chunks.publish({ _tag: "Chunk", runId: payload.runId, chunk }), Effect.sync(() => log.writeSoon(chunk)))
     /** Closes the run's log (with its failure) and saves its thread, once. */
     const end = (error: AiError | undefined) =>
       Activity.make({ name: "end", execute: Effect.andThen(log.end(error), saveThread(logId, payload.threadId)) })
@@ -432,8 +435,11 @@ export const make = <TAdapter extends AnyTextAdapter, const Tools extends Readon
         success: TurnSchema,
         error: AiError,
         // The conversation so far, as this turn sends it (later turns push onto `messages`).
-        execute: modelTurn(agent, declared, [...messages], run, publish).pipe(
-          Effect.retry({ schedule: turnRetry, while: isTransient })
+        // Each chunk goes to the log as it comes, coalesced while an append is out; the turn ends once they are stored.
+        execute: modelTurn(agent, declared, [...messages], run, publishSoon).pipe(
+          Effect.tapError(() => log.retrying),
+          Effect.retry({ schedule: turnRetry, while: isTransient }),
+          Effect.tap(() => log.flush)
         )
       }).pipe(
         Effect.tapError((error) => end(error)),
@@ -738,11 +744,15 @@ const producedMessages = (result: DurableRunResult): ReadonlyArray<ModelMessage>
 interface RunLog {
   readonly write: (chunk: StreamChunk) => Effect.Effect<void>
   readonly writeSoon: (chunk: StreamChunk) => void
+  /** Completes once every chunk written so far is stored; a write that could not be stored fails it. */
+  readonly flush: Effect.Effect<void>
+  /** A model turn is asked again: the next write first puts back the recorded conversation, without the attempt that failed. */
+  readonly retrying: Effect.Effect<void>
   /** Stores the run's failure, if it failed, and closes the log. */
   readonly end: (error: AiError | undefined) => Effect.Effect<void>
 }
 
-const noRunLog: RunLog = { write: () => Effect.void, writeSoon: () => {}, end: () => Effect.void }
+const noRunLog: RunLog = { write: () => Effect.void, writeSoon: () => {}, flush: Effect.void, retrying: Effect.void, end: () => Effect.void }
 
 /**
  * How long a write to the log is tried while the store cannot answer: about
@@ -780,10 +790,13 @@ const openRunLog = (runId: string, conversation: () => ReadonlyArray<ModelMessag
     if (Option.isNone(claimed)) return noRunLog
     const epoch = claimed.value
     let takingOver = (yield* storing(log.read(runId, 0, 1))).entries.length > 0
+    let wrote = false
     let fenced = false
+    // A write in the background that the store could not take: the activity that made it fails with it.
+    let lost: unknown = undefined
     const pending: Array<StreamChunk> = []
     const lock = Semaphore.makeUnsafe(1)
-    // Appends every chunk written so far, in order, in one round trip.
+    // Appends every chunk written so far, in order, in one round trip: chunks written while an append is out go in the next one.
     const drain = lock.withPermit(Effect.suspend(() => {
       if (pending.length === 0 || fenced) return Effect.void
       const batch = pending.splice(0)
@@ -791,6 +804,7 @@ const openRunLog = (runId: string, conversation: () => ReadonlyArray<ModelMessag
         takingOver = false
         batch.unshift(messagesSnapshotChunk(conversation(), `${runId}-snapshot`))
       }
+      wrote = true
       return storing(log.append(runId, epoch, batch)).pipe(
         Effect.asVoid,
         Effect.catchTag("ProducerFenced", () => {
@@ -799,15 +813,20 @@ const openRunLog = (runId: string, conversation: () => ReadonlyArray<ModelMessag
         })
       )
     }))
+    const flush = Effect.andThen(drain, Effect.suspend(() => lost === undefined ? Effect.void : Effect.die(lost)))
     return {
       write: (chunk) => Effect.suspend(() => {
         pending.push(chunk)
-        return drain
+        return flush
       }),
       writeSoon: (chunk) => {
         pending.push(chunk)
-        Effect.runFork(drain)
+        Effect.runFork(Effect.catchCause(drain, (cause) => Effect.sync(() => lost ??= Cause.squash(cause))))
       },
+      flush,
+      retrying: Effect.andThen(drain, Effect.sync(() => {
+        takingOver ||= wrote
+      })),
       end: (error) =>
         Effect.gen(function*() {
           if (error !== undefined) pending.push(runErrorChunk(error.message, error.reason))
