@@ -102,3 +102,89 @@ export const benchDurable = async (options: { readonly quick: boolean }): Promis
   }
   return results
 }
+
+/** Durable runs started at once on one runner: how fast they all finish, and what each cost. */
+export interface DurableLoadRow {
+  readonly engine: string
+  readonly runs: number
+  readonly modelDelayMillis: number
+  readonly runsPerSecond: number
+  readonly p50Millis: number
+  readonly p99Millis: number
+  readonly statementsPerRun: number
+  /** Model requests per run: 2 when every finished turn was asked once. */
+  readonly requestsPerRun: number
+  readonly failed: number
+}
+
+const percentile = (values: ReadonlyArray<number>, p: number) => [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor(values.length * p))]!
+
+const loadCase = async (
+  engine: string,
+  engineOf: (counter: Layer.Layer<never>) => Layer.Layer<DurableAgent.DurableServices, unknown>,
+  runs: number,
+  modelDelayMillis: number,
+): Promise<DurableLoadRow> => {
+  const statements = countStatements()
+  const server = await startFakeOpenAI((request) => ({ ...model(request), delayMs: modelDelayMillis }))
+  const durable = DurableAgent.make(AI.defineAgent({
+    name: 'orders',
+    adapter: createOpenaiChat('gpt-5.2', 'bench-key', { baseURL: server.baseURL, maxRetries: 0 }),
+    instructions: 'Answer order questions.',
+    tools: [getOrder],
+  }))
+  const runtime = ManagedRuntime.make(durable.layer.pipe(Layer.provideMerge(engineOf(statements.layer))))
+  try {
+    // One run first, so that the engine has started before the clock does.
+    await runtime.runPromise(durable.run({ runId: `load-warm-${Date.now()}`, messages }))
+    const requestsBefore = server.requests.length
+    const statementsBefore = statements.count()
+    const started = performance.now()
+    const outcomes = await Promise.all(Array.from({ length: runs }, async (_, index) => {
+      const begin = performance.now()
+      const exit = await runtime.runPromiseExit(durable.run({ runId: `load-${started}-${index}`, messages }))
+      return { millis: performance.now() - begin, failed: exit._tag === 'Failure' }
+    }))
+    const seconds = (performance.now() - started) / 1000
+    const millis = outcomes.map((outcome) => outcome.millis)
+    return {
+      engine,
+      runs,
+      modelDelayMillis,
+      runsPerSecond: runs / seconds,
+      p50Millis: percentile(millis, 0.5),
+      p99Millis: percentile(millis, 0.99),
+      statementsPerRun: (statements.count() - statementsBefore) / runs,
+      requestsPerRun: (server.requests.length - requestsBefore) / runs,
+      failed: outcomes.filter((outcome) => outcome.failed).length,
+    }
+  } finally {
+    await runtime.dispose()
+    await server.close()
+  }
+}
+
+/**
+ * Durable runs under load: `runs` runs started at once on one runner, on
+ * SQLite and on PostgreSQL, with the fake model answering at once and after
+ * 200 ms. Every run must finish, each finished turn asked once.
+ */
+export const benchDurableLoad = async (options: { readonly quick: boolean }): Promise<ReadonlyArray<DurableLoadRow>> => {
+  const runs = options.quick ? 100 : 500
+  const rows: Array<DurableLoadRow> = []
+  for (const delay of [0, 200]) {
+    const file = join(mkdtempSync(join(tmpdir(), 'ai-effect-bench-durable-load-')), 'runs.db')
+    rows.push(await loadCase('SQLite', (counter) => DurableEngine.layerSqlite({ filename: file }).pipe(Layer.provide(layerSqlite({ filename: file })), Layer.provide(counter)), runs, delay))
+  }
+  if (missing('postgres') === undefined) {
+    for (const delay of [0, 200]) {
+      const postgres = await startPostgres()
+      try {
+        rows.push(await loadCase('PostgreSQL', (counter) => DurableEngine.layerSingleRunner().pipe(Layer.provide(pgClient(postgres.url)), Layer.provide(counter)), runs, delay))
+      } finally {
+        await postgres.dispose()
+      }
+    }
+  }
+  return rows
+}

@@ -10,7 +10,7 @@ import { cpus } from 'node:os'
 import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { benchChat, benchMemory, benchSharing, type PairResult } from './chat.ts'
-import { activitiesPerRun, benchDurable } from './durable.ts'
+import { activitiesPerRun, benchDurable, benchDurableLoad } from './durable.ts'
 import { benchResumable } from './resumable.ts'
 import { benchHttp, type HttpRow } from './http.ts'
 import { benchProcesses, benchStores, type StoreRow } from './stores.ts'
@@ -29,6 +29,19 @@ console.table(durable.map((row) => ({
   'durable µs': row.oursMicros.toFixed(0),
   ratio: row.ratio.toFixed(2),
   'statements per run': row.statementsPerRun ?? '—',
+})))
+
+const durableLoad = await benchDurableLoad({ quick })
+console.table(durableLoad.map((row) => ({
+  engine: row.engine,
+  runs: row.runs,
+  'model delay ms': row.modelDelayMillis,
+  'runs/s': row.runsPerSecond.toFixed(0),
+  'p50 ms': row.p50Millis.toFixed(0),
+  'p99 ms': row.p99Millis.toFixed(0),
+  'statements per run': row.statementsPerRun.toFixed(1),
+  'model requests per run': row.requestsPerRun,
+  failed: row.failed,
 })))
 
 const resumable = await benchResumable({ quick })
@@ -91,6 +104,7 @@ const results = {
   cpuModel: cpus()[0]?.model,
   chat,
   durable,
+  durableLoad,
   resumable,
   stores,
   http,
@@ -165,6 +179,11 @@ const table = [
     `| ${row.case} | ${row.rawMicros.toFixed(0)} µs | ${row.oursMicros.toFixed(0)} µs | ${row.ratio.toFixed(2)}x (${row.ratioMin.toFixed(2)}–${row.ratioMax.toFixed(2)}) | ${
       row.statementsPerRun === undefined ? '—' : `${row.statementsPerRun.toFixed(1)} (${(row.statementsPerRun / activitiesPerRun).toFixed(1)})`
     } |`),
+  '',
+  '| durable runs started at once, one runner | runs | model answers after | runs/s | p50 per run | p99 per run | statements per run | model requests per run (2: each turn once) | failed |',
+  '| --- | --- | --- | --- | --- | --- | --- | --- | --- |',
+  ...durableLoad.map((row) =>
+    `| ${row.engine} | ${row.runs} | ${row.modelDelayMillis} ms | ${row.runsPerSecond.toFixed(0)} | ${row.p50Millis.toFixed(0)} ms | ${row.p99Millis.toFixed(0)} ms | ${row.statementsPerRun.toFixed(1)} | ${row.requestsPerRun} | ${row.failed} |`),
   '',
   '| resumable chat, one client at a time | without durability | with durability | ratio (spread) | requests/s without, with | appends per run | statements per append |',
   '| --- | --- | --- | --- | --- | --- | --- |',
