@@ -10,13 +10,11 @@ import { describe, expect, it } from "@effect/vitest"
 import * as AI from "@tanstack/ai-effect"
 import { DurableAgent, DurableEngine } from "@tanstack/ai-effect/durable"
 import { fakeOpenAI, type FakeReply, type ResponsesRequest, scriptedText } from "@tanstack/ai-effect/testing"
-import { createOpenaiChat } from "@tanstack/ai-openai"
 import { Effect, Exit, Layer, Ref, Schedule, Scope, Stream } from "effect"
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { completes, makeOrdersAgent, ordersModel, refundModel, requestsPerTurn, stateOf, user } from "./support/durable.ts"
-import { refundDef } from "./support/tools.ts"
+import { completes, makeOrdersAgent, makeRefundAgent, ordersModel, refundModel, requestsPerTurn, stateOf, user } from "./support/durable.ts"
 
 describe("a durable run in one process", () => {
   it.live("3 turns with 2 tool calls, one an effect tool, complete on the memory engine; the same run id returns the result and requests nothing", () =>
@@ -50,12 +48,7 @@ describe("a durable run in one process", () => {
       Effect.gen(function*() {
         const model = yield* fakeOpenAI(refundModel)
         const refunds = yield* Ref.make(0)
-        const agent = DurableAgent.make(AI.defineAgent({
-          name: "refunds",
-          adapter: createOpenaiChat("gpt-5.2", "test-key", { baseURL: model.baseURL, maxRetries: 0 }),
-          instructions: "Refund orders.",
-          tools: [AI.serverTool(refundDef, () => Effect.as(Ref.update(refunds, (n) => n + 1), { refunded: true }))]
-        }))
+        const agent = makeRefundAgent(model.baseURL, refunds)
         const chunks = yield* agent.stream({ runId: `run-approval-${approved}`, messages: user }).pipe(
           Stream.tap((chunk) =>
             chunk.type === "CUSTOM" && chunk.name === "approval-requested"
@@ -136,19 +129,11 @@ describe("a durable run asked for after it ended", () => {
 })
 
 describe("approvals of a durable run that nobody streams", () => {
-  const refundAgent = (baseURL: string, refunds: Ref.Ref<number>) =>
-    DurableAgent.make(AI.defineAgent({
-      name: "refunds",
-      adapter: createOpenaiChat("gpt-5.2", "test-key", { baseURL, maxRetries: 0 }),
-      instructions: "Refund orders.",
-      tools: [AI.serverTool(refundDef, () => Effect.as(Ref.update(refunds, (n) => n + 1), { refunded: true }))]
-    }))
-
   it.live("start, then any caller lists the pending approval, answers it once, and the tool runs once; a second answer is ApprovalAlreadyAnswered", () =>
     Effect.gen(function*() {
       const model = yield* fakeOpenAI(refundModel)
       const refunds = yield* Ref.make(0)
-      const agent = refundAgent(model.baseURL, refunds)
+      const agent = makeRefundAgent(model.baseURL, refunds)
       yield* Effect.gen(function*() {
         yield* agent.start({ runId: "run-unwatched", messages: user })
         const pending = yield* agent.pendingApprovals("run-unwatched").pipe(
@@ -173,7 +158,7 @@ describe("approvals of a durable run that nobody streams", () => {
     Effect.gen(function*() {
       const model = yield* fakeOpenAI(refundModel)
       const refunds = yield* Ref.make(0)
-      const agent = refundAgent(model.baseURL, refunds)
+      const agent = makeRefundAgent(model.baseURL, refunds)
       yield* Effect.gen(function*() {
         expect(yield* Effect.flip(agent.approve("run-nobody-started", "call_refund", true))).toMatchObject({ _tag: "DurableRunNotFound" })
         expect(yield* Effect.flip(agent.pendingApprovals("run-nobody-started"))).toMatchObject({ _tag: "DurableRunNotFound" })
@@ -189,7 +174,7 @@ describe("approvals of a durable run that nobody streams", () => {
     Effect.gen(function*() {
       const model = yield* fakeOpenAI(refundModel)
       const refunds = yield* Ref.make(0)
-      const agent = refundAgent(model.baseURL, refunds)
+      const agent = makeRefundAgent(model.baseURL, refunds)
       yield* Effect.gen(function*() {
         yield* agent.start({ runId: "run-rejoined", messages: user })
         yield* agent.pendingApprovals("run-rejoined").pipe(Effect.filterOrFail((approvals) => approvals.length > 0), Effect.retry(Schedule.spaced("10 millis")))

@@ -21,8 +21,8 @@ import { createOpenaiChat } from "@tanstack/ai-openai"
 import { Cause, Context, Deferred, Effect, Exit, Layer, Ref, Schedule } from "effect"
 import { HttpRouter, HttpServer } from "effect/http"
 import { chatRequestBody } from "./support/agui.ts"
-import { makeOrdersAgent, ordersModel, refundModel, requestsPerTurn } from "./support/durable.ts"
-import { getOrderDef, refundDef } from "./support/tools.ts"
+import { makeOrdersAgent, makeRefundAgent, ordersModel, refundModel, requestsPerTurn } from "./support/durable.ts"
+import { getOrderDef } from "./support/tools.ts"
 
 const answer = "A-100 has shipped, and ada knows."
 
@@ -224,12 +224,7 @@ describe("ChatRoute.durableHandler with @tanstack/ai-client", () => {
       Effect.gen(function*() {
         const model = yield* fakeOpenAI(refundModel)
         const refunds = yield* Ref.make(0)
-        const agent = DurableAgent.make(AI.defineAgent({
-          name: "refunds",
-          adapter: createOpenaiChat("gpt-5.2", "test-key", { baseURL: model.baseURL, maxRetries: 0 }),
-          instructions: "Refund orders.",
-          tools: [AI.serverTool(refundDef, () => Effect.as(Ref.update(refunds, (n) => n + 1), { refunded: true }))]
-        }))
+        const agent = makeRefundAgent(model.baseURL, refunds)
         const { url, threads } = yield* serve(agent, stores())
         const threadId = `thread-approval-${approved}`
         const first = new ChatClient({ connection: fetchServerSentEvents(url), threadId, persistence: true })

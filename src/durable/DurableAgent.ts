@@ -411,11 +411,12 @@ export const make = <TAdapter extends AnyTextAdapter, const Tools extends Readon
     // The delivery log the run writes: its own, then the one of each client run that answered an approval.
     let logId = payload.runId
     let log = yield* openRunLog(logId, () => messages)
+    /** A chunk to this process's streams (`DurableAgent.stream`). */
+    const toStreams = (chunk: StreamChunk) => chunks.publish({ _tag: "Chunk", runId: payload.runId, chunk })
     /** A chunk to this process's streams, and to the run's log before the activity that sends it ends. */
-    const publish = (chunk: StreamChunk) => Effect.andThen(chunks.publish({ _tag: "Chunk", runId: payload.runId, chunk }), log.write(chunk))
+    const publish = (chunk: StreamChunk) => Effect.andThen(toStreams(chunk), log.write(chunk))
     /** A chunk to this process's streams, and to the run's log without waiting for the store (the activity flushes). */
-    const publishSoon = (chunk: StreamChunk) =>
-      Effect.andThen(chunks.publish({ _tag: "Chunk", runId: payload.runId, chunk }), Effect.sync(() => log.writeSoon(chunk)))
+    const publishSoon = (chunk: StreamChunk) => Effect.andThen(toStreams(chunk), Effect.sync(() => log.writeSoon(chunk)))
     /** Closes the run's log (with its failure) and saves its thread, once. */
     const end = (error: AiError | undefined) =>
       Activity.make({ name: "end", execute: Effect.andThen(log.end(error), saveThread(logId, payload.threadId)) })
@@ -472,7 +473,7 @@ export const make = <TAdapter extends AnyTextAdapter, const Tools extends Readon
           execute: Effect.gen(function*() {
             for (const call of asked) {
               yield* runs.request(payload.runId, { toolCallId: call.id, toolName: call.name, input: parsedIfJson(call.arguments) })
-              yield* chunks.publish({ _tag: "Chunk", runId: payload.runId, chunk: approvalRequestedChunk(call) })
+              yield* toStreams(approvalRequestedChunk(call))
             }
             yield* log.end(undefined)
             yield* saveThread(logId, payload.threadId)
@@ -490,11 +491,8 @@ export const make = <TAdapter extends AnyTextAdapter, const Tools extends Readon
             const runnable = yield* wrapToolsForRun(tools)
             const tool = runnable.find((tool) => tool.name === call.name)
             // A tool's progress goes out live, as core sends it: a CUSTOM chunk with the call's id.
-            const progress = (name: string, value: Record<string, unknown>) => {
-              const chunk = customChunk(name, { ...value, toolCallId: call.id })
-              Effect.runSync(chunks.publish({ _tag: "Chunk", runId: payload.runId, chunk }))
-              log.writeSoon(chunk)
-            }
+            const progress = (name: string, value: Record<string, unknown>) =>
+              Effect.runSync(publishSoon(customChunk(name, { ...value, toolCallId: call.id })))
             return yield* Effect.promise(() => runToolCall(tool, call, progress))
           })).pipe(
             Effect.tap((outcome) => publish(toolResultChunk(call, outcome))),

@@ -60,23 +60,46 @@ const configFor = (model: FakeOpenAIServer, overrides: Partial<DurableWorkerConf
   ...overrides
 })
 
+/**
+ * A durable chat server on a SQLite file of its own, on a free port, with
+ * a fake model of `policy`: `test` gets its URL, the model, and `restart`,
+ * which SIGKILLs the server and starts it again on the same port and file.
+ */
+const onSqliteServer = async (
+  policy: (request: ResponsesRequest) => FakeReply,
+  test: (server: { readonly url: string; readonly model: FakeOpenAIServer; readonly restart: () => Promise<void> }) => Promise<void>
+) => {
+  const model = await startFakeOpenAI(policy)
+  const port = await freePort()
+  const url = `http://127.0.0.1:${port}/api/chat`
+  const config = configFor(model, { sqlite: join(mkdtempSync(join(tmpdir(), "ai-effect-durable-chat-")), "chat.db"), http: port })
+  let worker = startDurableWorker(config)
+  try {
+    await ready(url)
+    await test({
+      url,
+      model,
+      restart: async () => {
+        worker.child.kill("SIGKILL")
+        await worker.exited
+        worker = startDurableWorker(config)
+      }
+    })
+  } finally {
+    worker.child.kill("SIGKILL")
+    await model.close()
+    remote.applied.clear()
+  }
+}
+
 describe("a durable chat on SQLite, its server killed mid-answer", () => {
   it("the server is SIGKILLed inside the answer and started again: the client reconnects, the answer shows once, the finished turns are not asked again, and the effect applied once", async () => {
-    const model = await startFakeOpenAI(slowAnswer)
-    const port = await freePort()
-    const url = `http://127.0.0.1:${port}/api/chat`
-    const config = configFor(model, { sqlite: join(mkdtempSync(join(tmpdir(), "ai-effect-durable-chat-")), "chat.db"), http: port })
-    const first = startDurableWorker(config)
-    let second: ReturnType<typeof startDurableWorker> | undefined
-    try {
-      await ready(url)
+    await onSqliteServer(slowAnswer, async ({ url, model, restart }) => {
       const client = new ChatClient({ connection: connectionTo(url), threadId: "thread-crash" })
       const sent = client.sendMessage("Where is A-100? Tell ada.")
       // Part of the answer is on the page when the server dies.
       await expect.poll(() => assistantText(client.getMessages()).length, { timeout: 20_000, interval: 10 }).toBeGreaterThan(words.slice(0, 6).join("").length)
-      first.child.kill("SIGKILL")
-      await first.exited
-      second = startDurableWorker(config)
+      await restart()
       await sent
       expect(client.getError()).toBeUndefined()
       expect(assistantText(client.getMessages())).toBe(answer)
@@ -88,31 +111,17 @@ describe("a durable chat on SQLite, its server killed mid-answer", () => {
       const thread = await fetch(`${url}?threadId=thread-crash`).then((response) => response.json() as Promise<AI.Thread>)
       expect(thread.activeRun).toBe(null)
       expect(assistantText(thread.messages)).toBe(answer)
-    } finally {
-      first.child.kill("SIGKILL")
-      second?.child.kill("SIGKILL")
-      await model.close()
-      remote.applied.clear()
-    }
+    })
   }, 120_000)
 })
 
 describe("a durable chat on SQLite, its server killed while a run waits for approval", () => {
   it("the server is SIGKILLed while the run waits and started again: a reload restores the pending approval, and its approval runs the tool once", async () => {
-    const model = await startFakeOpenAI(refundModel)
-    const port = await freePort()
-    const url = `http://127.0.0.1:${port}/api/chat`
-    const config = configFor(model, { sqlite: join(mkdtempSync(join(tmpdir(), "ai-effect-durable-chat-")), "chat.db"), http: port })
-    const first = startDurableWorker(config)
-    let second: ReturnType<typeof startDurableWorker> | undefined
-    try {
-      await ready(url)
+    await onSqliteServer(refundModel, async ({ url, model, restart }) => {
       const asking = new ChatClient({ connection: connectionTo(url), threadId: "thread-refund", persistence: true })
       await asking.sendMessage("Refund A-100")
       expect(asking.getPendingInterrupts()).toHaveLength(1)
-      first.child.kill("SIGKILL")
-      await first.exited
-      second = startDurableWorker(config)
+      await restart()
       await ready(url)
 
       // The page loaded again: the hydrate restores the pending approval, and the person approves it.
@@ -123,12 +132,7 @@ describe("a durable chat on SQLite, its server killed while a run waits for appr
       await expect.poll(() => assistantText(reloaded.getMessages()), { timeout: 20_000 }).toContain(`Refund: ${JSON.stringify({ refunded: true })}`)
       expect(remote.applied.get("refund-A-100")).toBe(1)
       expect(model.requests).toHaveLength(2)
-    } finally {
-      first.child.kill("SIGKILL")
-      second?.child.kill("SIGKILL")
-      await model.close()
-      remote.applied.clear()
-    }
+    })
   }, 120_000)
 })
 

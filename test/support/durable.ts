@@ -9,7 +9,7 @@ import { DurableAgent } from "@tanstack/ai-effect/durable"
 import { type FakeReply, fakeOpenAI, type ResponsesRequest } from "@tanstack/ai-effect/testing"
 import { createOpenaiChat } from "@tanstack/ai-openai"
 import { Effect, Layer, Ref, Stream } from "effect"
-import { getOrderDef, notifyDef } from "./tools.ts"
+import { getOrderDef, notifyDef, refundDef } from "./tools.ts"
 
 /** How far the conversation got: the number of tool results the model was sent. */
 export const stateOf = (request: ResponsesRequest) => request.input.filter((item) => item.type === "function_call_output").length
@@ -64,6 +64,15 @@ export const makeOrdersAgent = (baseURL: string, applied: Ref.Ref<number>, optio
       AI.effectTool(notifyDef, () => Effect.map(Ref.updateAndGet(applied, (n) => n + 1), (sent) => ({ sent })))
     ]
   }), options)
+
+/** The refunds agent: a refund that needs approval, counted in `refunds` each time it runs. */
+export const makeRefundAgent = (baseURL: string, refunds: Ref.Ref<number>) =>
+  DurableAgent.make(AI.defineAgent({
+    name: "refunds",
+    adapter: createOpenaiChat("gpt-5.2", "test-key", { baseURL, maxRetries: 0 }),
+    instructions: "Refund orders.",
+    tools: [AI.serverTool(refundDef, () => Effect.as(Ref.update(refunds, (n) => n + 1), { refunded: true }))]
+  }))
 
 export const completes = (engine: Layer.Layer<DurableAgent.DurableServices, unknown>) =>
   Effect.gen(function*() {
