@@ -13,24 +13,42 @@ import { type FakeReply, type ResponsesRequest, startFakeOpenAI } from '@tanstac
 import { createOpenaiChat } from '@tanstack/ai-openai'
 import { layerSqlite } from '@tanstack/ai-effect/sqlite'
 import { Effect, Layer, ManagedRuntime, Stream } from 'effect'
+import { spawn } from 'node:child_process'
+import { once } from 'node:events'
 import { mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { createInterface } from 'node:readline'
 import { pgClient } from '../test/support/backends.ts'
 import { countStatements } from '../test/support/roundTrips.ts'
-import { missing, startPostgres } from '../test/support/services.ts'
+import { freePort, missing, startPostgres, type TestServer } from '../test/support/services.ts'
 import { getOrderDef } from '../test/support/tools.ts'
 import { pair, type PairResult } from './chat.ts'
+import { treeCpuMicros } from './cpu.ts'
+import type { RunnerConfig } from './durable-runner.ts'
 
 const getOrder = AI.serverTool(getOrderDef, ({ id }) => Effect.succeed({ status: `shipped ${id}` }))
 
-const messages = [{ role: 'user' as const, content: 'Where is A-100?' }]
+/** The question of every run. */
+export const messages = [{ role: 'user' as const, content: 'Where is A-100?' }]
 
 /** The model: look the order up, then answer. A policy of the request, so that one server serves every run. */
 const model = (request: ResponsesRequest): FakeReply =>
   request.input.some((item) => item.type === 'function_call_output')
     ? { text: 'Shipped.' }
     : { toolCalls: [{ name: 'get_order', args: { id: 'A-100' } }] }
+
+/** The bench's agent, asking the fake model at `baseURL` through the real OpenAI adapter. */
+const defineOrders = (baseURL: string) =>
+  AI.defineAgent({
+    name: 'orders',
+    adapter: createOpenaiChat('gpt-5.2', 'bench-key', { baseURL, maxRetries: 0 }),
+    instructions: 'Answer order questions.',
+    tools: [getOrder],
+  })
+
+/** The bench's agent as a durable agent. */
+export const ordersAgent = (baseURL: string) => DurableAgent.make(defineOrders(baseURL))
 
 /** A durable case's timing, and on SQL the statements one run sends (its engine's and its run store's). */
 export interface DurableRow extends PairResult {
@@ -48,12 +66,7 @@ const durableCase = async (
   const statements = countStatements()
   const engine = engineOf(statements.layer)
   const server = await startFakeOpenAI(model)
-  const agent = AI.defineAgent({
-    name: 'orders',
-    adapter: createOpenaiChat('gpt-5.2', 'bench-key', { baseURL: server.baseURL, maxRetries: 0 }),
-    instructions: 'Answer order questions.',
-    tools: [getOrder],
-  })
+  const agent = defineOrders(server.baseURL)
   const durable = DurableAgent.make(agent)
   const runtime = ManagedRuntime.make(durable.layer.pipe(Layer.provideMerge(engine)))
   let run = 0
@@ -103,9 +116,10 @@ export const benchDurable = async (options: { readonly quick: boolean }): Promis
   return results
 }
 
-/** Durable runs started at once on one runner: how fast they all finish, and what each cost. */
+/** Durable runs started at once: how fast they all finish, and what each cost. */
 export interface DurableLoadRow {
   readonly engine: string
+  readonly runners: number
   readonly runs: number
   readonly modelDelayMillis: number
   readonly runsPerSecond: number
@@ -114,73 +128,177 @@ export interface DurableLoadRow {
   readonly statementsPerRun: number
   /** Model requests per run: 2 when every finished turn was asked once. */
   readonly requestsPerRun: number
+  /** PostgreSQL's CPU time (its backends' included) per run, and its share of one core while the runs ran. */
+  readonly database?: { readonly cpuMillisPerRun: number; readonly coreShare: number }
   readonly failed: number
 }
 
 const percentile = (values: ReadonlyArray<number>, p: number) => [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor(values.length * p))]!
 
-const loadCase = async (
-  engine: string,
+const modelAnswering = (delayMs: number) => startFakeOpenAI((request) => ({ ...model(request), delayMs }))
+
+/** What a load case measured, into its row. */
+const loadRow = (
+  measured: Omit<DurableLoadRow, 'runsPerSecond' | 'p50Millis' | 'p99Millis' | 'failed' | 'database'> & {
+    readonly seconds: number
+    readonly millis: ReadonlyArray<number>
+    readonly failed: number
+    readonly databaseCpuMicros?: number
+  },
+): DurableLoadRow => ({
+  engine: measured.engine,
+  runners: measured.runners,
+  runs: measured.runs,
+  modelDelayMillis: measured.modelDelayMillis,
+  runsPerSecond: measured.runs / measured.seconds,
+  p50Millis: percentile(measured.millis, 0.5),
+  p99Millis: percentile(measured.millis, 0.99),
+  statementsPerRun: measured.statementsPerRun,
+  requestsPerRun: measured.requestsPerRun,
+  ...(measured.databaseCpuMicros === undefined ? {} : {
+    database: { cpuMillisPerRun: measured.databaseCpuMicros / 1000 / measured.runs, coreShare: measured.databaseCpuMicros / 1e6 / measured.seconds },
+  }),
+  failed: measured.failed,
+})
+
+/** `runs` runs started at once in this process, on one runner. */
+const oneRunnerCase = async (
+  engine: 'SQLite' | 'PostgreSQL',
   engineOf: (counter: Layer.Layer<never>) => Layer.Layer<DurableAgent.DurableServices, unknown>,
   runs: number,
   modelDelayMillis: number,
+  databasePid?: number,
 ): Promise<DurableLoadRow> => {
   const statements = countStatements()
-  const server = await startFakeOpenAI((request) => ({ ...model(request), delayMs: modelDelayMillis }))
-  const durable = DurableAgent.make(AI.defineAgent({
-    name: 'orders',
-    adapter: createOpenaiChat('gpt-5.2', 'bench-key', { baseURL: server.baseURL, maxRetries: 0 }),
-    instructions: 'Answer order questions.',
-    tools: [getOrder],
-  }))
+  const server = await modelAnswering(modelDelayMillis)
+  const durable = ordersAgent(server.baseURL)
   const runtime = ManagedRuntime.make(durable.layer.pipe(Layer.provideMerge(engineOf(statements.layer))))
   try {
     // One run first, so that the engine has started before the clock does.
     await runtime.runPromise(durable.run({ runId: `load-warm-${Date.now()}`, messages }))
     const requestsBefore = server.requests.length
     const statementsBefore = statements.count()
+    const cpuBefore = databasePid === undefined ? 0 : treeCpuMicros(databasePid)
     const started = performance.now()
     const outcomes = await Promise.all(Array.from({ length: runs }, async (_, index) => {
       const begin = performance.now()
       const exit = await runtime.runPromiseExit(durable.run({ runId: `load-${started}-${index}`, messages }))
       return { millis: performance.now() - begin, failed: exit._tag === 'Failure' }
     }))
-    const seconds = (performance.now() - started) / 1000
-    const millis = outcomes.map((outcome) => outcome.millis)
-    return {
+    return loadRow({
       engine,
+      runners: 1,
       runs,
       modelDelayMillis,
-      runsPerSecond: runs / seconds,
-      p50Millis: percentile(millis, 0.5),
-      p99Millis: percentile(millis, 0.99),
+      seconds: (performance.now() - started) / 1000,
+      millis: outcomes.map((outcome) => outcome.millis),
       statementsPerRun: (statements.count() - statementsBefore) / runs,
       requestsPerRun: (server.requests.length - requestsBefore) / runs,
       failed: outcomes.filter((outcome) => outcome.failed).length,
-    }
+      ...(databasePid === undefined ? {} : { databaseCpuMicros: treeCpuMicros(databasePid) - cpuBefore }),
+    })
   } finally {
     await runtime.dispose()
     await server.close()
   }
 }
 
+/** What starts a runner's answer on its stdout, where its engine logs too. */
+export const answerPrefix = '@runner '
+
+/** A runner process (durable-runner.ts), asked one command at a time. */
+const startRunner = async (config: RunnerConfig) => {
+  const child = spawn(process.execPath, ['--conditions=@tanstack/ai-effect/source', join(import.meta.dirname, 'durable-runner.ts')], {
+    env: { ...process.env, AI_EFFECT_BENCH_RUNNER: JSON.stringify(config) },
+    stdio: ['pipe', 'pipe', 'inherit'],
+  })
+  const lines = createInterface({ input: child.stdout! })[Symbol.asyncIterator]()
+  const next = async <A>(): Promise<A> => {
+    for (;;) {
+      const line = await lines.next()
+      if (line.done === true) throw new Error(`runner ${config.name} exited`)
+      if (line.value.startsWith(answerPrefix)) return JSON.parse(line.value.slice(answerPrefix.length)) as A
+    }
+  }
+  await next<{ readonly ready: true }>()
+  return {
+    ask: <A>(command: 'warm' | 'go' | 'count'): Promise<A> => {
+      child.stdin!.write(`${command}\n`)
+      return next<A>()
+    },
+    stop: async () => {
+      const exited = once(child, 'exit')
+      child.stdin!.end('stop\n')
+      await exited
+    },
+  }
+}
+
+/**
+ * `runs` runs on two socket runners (processes) sharing PostgreSQL, each
+ * starting half of them: a run's shard decides which runner executes it, so
+ * about half of each process's runs run on the other.
+ */
+const twoRunnersCase = async (postgres: TestServer, runs: number, modelDelayMillis: number): Promise<DurableLoadRow> => {
+  const server = await modelAnswering(modelDelayMillis)
+  const runners: Array<Awaited<ReturnType<typeof startRunner>>> = []
+  try {
+    // One after the other: the first makes the tables.
+    for (const name of ['a', 'b']) {
+      runners.push(await startRunner({ postgres: postgres.url, modelURL: server.baseURL, port: await freePort(), name, runs: runs / 2 }))
+    }
+    await Promise.all(runners.map((runner) => runner.ask('warm')))
+    const requestsBefore = server.requests.length
+    const cpuBefore = treeCpuMicros(postgres.pid()!)
+    const started = performance.now()
+    const outcomes = await Promise.all(runners.map((runner) => runner.ask<{ readonly millis: ReadonlyArray<number>; readonly failed: number }>('go')))
+    const seconds = (performance.now() - started) / 1000
+    const databaseCpuMicros = treeCpuMicros(postgres.pid()!) - cpuBefore
+    const counted = await Promise.all(runners.map((runner) => runner.ask<{ readonly statements: number }>('count')))
+    return loadRow({
+      engine: 'PostgreSQL',
+      runners: 2,
+      runs,
+      modelDelayMillis,
+      seconds,
+      millis: outcomes.flatMap((outcome) => outcome.millis),
+      statementsPerRun: counted.reduce((sum, count) => sum + count.statements, 0) / runs,
+      requestsPerRun: (server.requests.length - requestsBefore) / runs,
+      failed: outcomes.reduce((sum, outcome) => sum + outcome.failed, 0),
+      databaseCpuMicros,
+    })
+  } finally {
+    await Promise.all(runners.map((runner) => runner.stop()))
+    await server.close()
+  }
+}
+
 /**
  * Durable runs under load: `runs` runs started at once on one runner, on
- * SQLite and on PostgreSQL, with the fake model answering at once and after
- * 200 ms. Every run must finish, each finished turn asked once.
+ * SQLite and on PostgreSQL, then on two runners sharing PostgreSQL, with
+ * the fake model answering at once and after 200 ms. Every run must
+ * finish, each finished turn asked once.
  */
 export const benchDurableLoad = async (options: { readonly quick: boolean }): Promise<ReadonlyArray<DurableLoadRow>> => {
   const runs = options.quick ? 100 : 500
   const rows: Array<DurableLoadRow> = []
   for (const delay of [0, 200]) {
     const file = join(mkdtempSync(join(tmpdir(), 'ai-effect-bench-durable-load-')), 'runs.db')
-    rows.push(await loadCase('SQLite', (counter) => DurableEngine.layerSqlite({ filename: file }).pipe(Layer.provide(layerSqlite({ filename: file })), Layer.provide(counter)), runs, delay))
+    rows.push(await oneRunnerCase('SQLite', (counter) => DurableEngine.layerSqlite({ filename: file }).pipe(Layer.provide(layerSqlite({ filename: file })), Layer.provide(counter)), runs, delay))
   }
   if (missing('postgres') === undefined) {
     for (const delay of [0, 200]) {
       const postgres = await startPostgres()
       try {
-        rows.push(await loadCase('PostgreSQL', (counter) => DurableEngine.layerSingleRunner().pipe(Layer.provide(pgClient(postgres.url)), Layer.provide(counter)), runs, delay))
+        rows.push(await oneRunnerCase('PostgreSQL', (counter) => DurableEngine.layerSingleRunner().pipe(Layer.provide(pgClient(postgres.url)), Layer.provide(counter)), runs, delay, postgres.pid()))
+      } finally {
+        await postgres.dispose()
+      }
+    }
+    for (const delay of [0, 200]) {
+      const postgres = await startPostgres()
+      try {
+        rows.push(await twoRunnersCase(postgres, runs, delay))
       } finally {
         await postgres.dispose()
       }

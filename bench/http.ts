@@ -14,11 +14,11 @@
  * since the core route writes none.
  */
 import { type ChildProcess, spawn } from 'node:child_process'
-import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import autocannon from 'autocannon'
 import { chatRequestBody } from '../test/support/agui.ts'
+import { cpuMicros } from './cpu.ts'
 import { freePort } from '../test/support/services.ts'
 
 export interface HttpRow {
@@ -66,12 +66,6 @@ const stop = (server: Server) =>
     server.child.once('exit', () => resolve())
     server.child.kill('SIGTERM')
   })
-
-/** The process's user and system time so far, in microseconds (Linux clock ticks of 10 ms). */
-const cpuMicros = (pid: number): number => {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')
-  return (Number(fields[11]) + Number(fields[12])) * 10_000
-}
 
 const load = (url: string, question: string, seconds: number, connections: number) =>
   autocannon({

@@ -34,6 +34,7 @@ console.table(durable.map((row) => ({
 const durableLoad = await benchDurableLoad({ quick })
 console.table(durableLoad.map((row) => ({
   engine: row.engine,
+  runners: row.runners,
   runs: row.runs,
   'model delay ms': row.modelDelayMillis,
   'runs/s': row.runsPerSecond.toFixed(0),
@@ -41,6 +42,7 @@ console.table(durableLoad.map((row) => ({
   'p99 ms': row.p99Millis.toFixed(0),
   'statements per run': row.statementsPerRun.toFixed(1),
   'model requests per run': row.requestsPerRun,
+  'database CPU ms per run': row.database?.cpuMillisPerRun.toFixed(2) ?? '—',
   failed: row.failed,
 })))
 
@@ -180,10 +182,12 @@ const table = [
       row.statementsPerRun === undefined ? '—' : `${row.statementsPerRun.toFixed(1)} (${(row.statementsPerRun / activitiesPerRun).toFixed(1)})`
     } |`),
   '',
-  '| durable runs started at once, one runner | runs | model answers after | runs/s | p50 per run | p99 per run | statements per run | model requests per run (2: each turn once) | failed |',
-  '| --- | --- | --- | --- | --- | --- | --- | --- | --- |',
+  '| durable runs started at once | runners | runs | model answers after | runs/s | p50 per run | p99 per run | statements per run | model requests per run (2: each turn once) | database CPU per run (share of one core) | failed |',
+  '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |',
   ...durableLoad.map((row) =>
-    `| ${row.engine} | ${row.runs} | ${row.modelDelayMillis} ms | ${row.runsPerSecond.toFixed(0)} | ${row.p50Millis.toFixed(0)} ms | ${row.p99Millis.toFixed(0)} ms | ${row.statementsPerRun.toFixed(1)} | ${row.requestsPerRun} | ${row.failed} |`),
+    `| ${row.engine} | ${row.runners} | ${row.runs} | ${row.modelDelayMillis} ms | ${row.runsPerSecond.toFixed(0)} | ${row.p50Millis.toFixed(0)} ms | ${row.p99Millis.toFixed(0)} ms | ${row.statementsPerRun.toFixed(1)} | ${row.requestsPerRun} | ${
+      row.database === undefined ? '— (in the runner)' : `${row.database.cpuMillisPerRun.toFixed(2)} ms (${(row.database.coreShare * 100).toFixed(0)}%)`
+    } | ${row.failed} |`),
   '',
   '| resumable chat, one client at a time | without durability | with durability | ratio (spread) | requests/s without, with | appends per run | statements per append |',
   '| --- | --- | --- | --- | --- | --- | --- |',

@@ -24,7 +24,7 @@
  *
  * @since 0.1.0
  */
-import { type Config, Duration, Effect, Layer, Option } from "effect"
+import { Config, ConfigProvider, Duration, Effect, Layer, Option } from "effect"
 import { ClusterWorkflowEngine, RunnerAddress, type ShardingConfig, SingleRunner } from "effect/cluster"
 import type { SocketServer } from "effect/socket"
 import type { SqlClient } from "effect/sql"
@@ -64,15 +64,21 @@ export const layerMemory: Layer.Layer<WorkflowEngine.WorkflowEngine | DurableRun
  */
 export interface SingleRunnerOptions {
   /**
-   * Settings of the runner, over those read from the environment (see
+   * Settings of the runner, over those read from the environment (effect's
+   * names in constant case: `SHARD_LOCK_EXPIRATION`, ...; see
    * docs/durable-runs.md). The ones that matter most, with this package's
-   * defaults:
+   * defaults where the environment sets none:
    * - `entityMessagePollInterval`: how often storage is read for messages
    *   the runner missed; 1 second (10 in effect);
    * - `shardLockExpiration`: how long a runner that stopped beating is still
-   *   listed, and so how long its runs wait for another runner: 5 seconds
-   *   (35 in effect), so that a killed runner's runs resume within seconds;
-   * - `shardLockRefreshInterval`: its heartbeat, 1 second (10 in effect).
+   *   listed, and so how long its runs wait for another runner: 15 seconds
+   *   (35 in effect);
+   * - `shardLockRefreshInterval`: its heartbeat, 5 seconds (10 in effect).
+   *   A heartbeat is also a deadline: a runner whose heartbeat takes longer
+   *   (a loaded database, a stalled process) gives up every shard it holds
+   *   and runs the activities it had in flight again, so the interval keeps
+   *   room above the slowest heartbeat under load (about 1 second with 500
+   *   runs in flight on one runner).
    *
    * On PostgreSQL a shard's lock is an advisory lock of the runner's
    * session, which the server releases when the runner's connection ends:
@@ -112,9 +118,10 @@ export const layerSingleRunner = (
 ): Layer.Layer<WorkflowEngine.WorkflowEngine | DurableRunStore, Config.ConfigError | SqlError, SqlClient.SqlClient> =>
   ClusterWorkflowEngine.layer.pipe(
     Layer.merge(DurableRunStore.layerSql),
-    Layer.provide(
-      SingleRunner.layer({ shardingConfig: { ...runnerDefaults, ...options.shardingConfig } })
-    ),
+    Layer.provide(Layer.unwrap(Effect.map(
+      runnerSettings(options),
+      (shardingConfig) => SingleRunner.layer({ shardingConfig })
+    ))),
     Layer.provide(Layer.unwrap(Effect.map(
       platformNode("layerSingleRunner", () => import("@effect/platform-node/NodeCrypto")),
       (NodeCrypto) => NodeCrypto.layerDigest
@@ -163,17 +170,15 @@ export const layerSocketRunner = (
 > =>
   ClusterWorkflowEngine.layer.pipe(
     Layer.merge(DurableRunStore.layerSql),
-    Layer.provide(Layer.unwrap(Effect.map(
+    Layer.provide(Layer.unwrap(Effect.zipWith(
       platformNode("layerSocketRunner", () => import("@effect/platform-node/NodeClusterSocket")),
-      (NodeClusterSocket) =>
-        NodeClusterSocket.layer({
-          storage: "sql",
-          shardingConfig: {
-            runnerAddress: Option.some(RunnerAddress.make(options.host, options.port)),
-            ...runnerDefaults,
-            ...options.shardingConfig
-          }
-        })
+      runnerSettings({
+        shardingConfig: {
+          runnerAddress: Option.some(RunnerAddress.make(options.host, options.port)),
+          ...options.shardingConfig
+        }
+      }),
+      (NodeClusterSocket, shardingConfig) => NodeClusterSocket.layer({ storage: "sql", shardingConfig })
     )))
   )
 
@@ -198,7 +203,7 @@ export interface SqliteEngineOptions extends SingleRunnerOptions {
  * The cluster workflow engine and the run store on one SQLite file, with no
  * database server: the embedded default. Effect's cluster keeps its shard
  * locks in a table whose rows a second runner on the same file would not
- * respect (every single runner of a file has the same address), so one
+ * respect (every runner of a file has the same address), so one
  * process runs the file's durable runs: it holds the file's **engine lock**
  * (a fenced claim with a lease, in the file) for as long as the layer is
  * up. A second process fails to build the layer with `LockTimeout` (it
@@ -236,16 +241,30 @@ export const layerSqlite = (
     Layer.provide(Locks.layer({ lease, waitFor: Duration.sum(lease, Duration.seconds(1)) })),
     Layer.provide(sqliteEffectStore({ filename: options.filename }))
   )
+  // One process runs the file, so its runner has one address whatever `PORT` says: a restart takes
+  // the shards of the process it replaces back at once, instead of after their locks expire.
+  const runner = layerSingleRunner({
+    shardingConfig: { runnerAddress: Option.some(RunnerAddress.make("localhost", 34431)), ...options.shardingConfig }
+  })
   // The lock is taken before the runner starts, so that a second process never resumes a run.
-  return Layer.provide(layerSingleRunner(options), sqliteClient(options.filename)).pipe(Layer.provide(engineLock))
+  return Layer.provide(runner, sqliteClient(options.filename)).pipe(Layer.provide(engineLock))
 }
 
-/** This package's settings over effect's defaults; see {@link SingleRunnerOptions}. */
-const runnerDefaults = {
-  entityMessagePollInterval: "1 second",
-  shardLockExpiration: "5 seconds",
-  shardLockRefreshInterval: "1 second"
-} satisfies Partial<ShardingConfig.ShardingConfig["Service"]>
+/**
+ * The runner's settings: the caller's, else the environment's (read as
+ * effect's cluster reads it), else this package's defaults over effect's;
+ * see {@link SingleRunnerOptions}.
+ */
+const runnerSettings = (
+  options: SingleRunnerOptions
+): Effect.Effect<Partial<ShardingConfig.ShardingConfig["Service"]>, Config.ConfigError> =>
+  Config.all({
+    entityMessagePollInterval: Config.Duration("entityMessagePollInterval").pipe(Config.withDefault(Duration.seconds(1))),
+    shardLockExpiration: Config.Duration("shardLockExpiration").pipe(Config.withDefault(Duration.seconds(15))),
+    shardLockRefreshInterval: Config.Duration("shardLockRefreshInterval").pipe(Config.withDefault(Duration.seconds(5)))
+  }).parse(ConfigProvider.fromEnv().pipe(ConfigProvider.constantCase)).pipe(
+    Effect.map((fromEnvironment) => ({ ...fromEnvironment, ...options.shardingConfig }))
+  )
 
 /**
  * A module of `@effect/platform-node`, loaded when the layer that needs it is

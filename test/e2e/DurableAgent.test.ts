@@ -137,7 +137,7 @@ describe.skipIf(missing("postgres") !== undefined)("a durable run across a crash
     ownerKilled("run-two-runners", async () => ({ kind: "socket", port: await freePort(), shardLockExpirationMillis: 3_000 })), 120_000)
 
   it("two single runners on one database, each with its own PORT: the owner is killed inside a model turn; the other finishes the run within seconds, on the layer's defaults", () =>
-    // The layer's own settings: effect's defaults (a dead runner listed as alive for 35 s) outlast this test.
+    // The layer's own settings: the dead runner's session, and with it its advisory locks, end with its process.
     ownerKilled("run-two-single-runners", async () => ({ kind: "single", port: await freePort() })), 30_000)
 
   for (const store of ["PostgreSQL", "SQLite"] as const) {

@@ -20,6 +20,8 @@ export interface TestServer {
   readonly crash: () => Promise<void>
   readonly start: () => Promise<void>
   readonly dispose: () => Promise<void>
+  /** The server's process id while it runs (PostgreSQL's postmaster), to read its CPU time. */
+  readonly pid: () => number | undefined
 }
 
 export const freePort = (): Promise<number> =>
@@ -102,6 +104,7 @@ export const startPostgres = async (): Promise<TestServer> => {
     start,
     stop: () => stopProcess(child, "SIGINT"),
     crash: () => stopProcess(child, "SIGQUIT"),
+    pid: () => child?.pid,
     dispose: async () => {
       await stopProcess(child, "SIGINT")
       rmSync(dir, { recursive: true, force: true })
@@ -139,6 +142,7 @@ export const startRedis = async (options: { readonly persistence?: "aof" | "none
     start,
     stop: () => stopProcess(child, "SIGTERM"),
     crash: () => stopProcess(child, "SIGKILL"),
+    pid: () => child?.pid,
     dispose: async () => {
       await stopProcess(child, "SIGTERM")
       rmSync(dir, { recursive: true, force: true })
