@@ -11,6 +11,7 @@ import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { benchChat, benchMemory, benchSharing, type PairResult } from './chat.ts'
 import { activitiesPerRun, benchDurable, benchDurableLoad } from './durable.ts'
+import { benchEngine, engineSteps } from './engine.ts'
 import { benchResumable } from './resumable.ts'
 import { benchHttp, type HttpRow } from './http.ts'
 import { benchProcesses, benchStores, type StoreRow } from './stores.ts'
@@ -29,6 +30,16 @@ console.table(durable.map((row) => ({
   'durable µs': row.oursMicros.toFixed(0),
   ratio: row.ratio.toFixed(2),
   'statements per run': row.statementsPerRun ?? '—',
+})))
+
+const engine = await benchEngine({ quick })
+console.table(engine.map((row) => ({
+  storage: row.storage,
+  'run, no activity µs': row.runMicros.toFixed(0),
+  [`run, ${engineSteps} activities µs`]: row.stepsMicros.toFixed(0),
+  'per activity µs': ((row.stepsMicros - row.runMicros) / engineSteps).toFixed(0),
+  'statements, no activity': row.statementsPerRun,
+  [`statements, ${engineSteps} activities`]: row.statementsPerStepsRun,
 })))
 
 const durableLoad = await benchDurableLoad({ quick })
@@ -106,6 +117,7 @@ const results = {
   cpuModel: cpus()[0]?.model,
   chat,
   durable,
+  engine,
   durableLoad,
   resumable,
   stores,
@@ -181,6 +193,11 @@ const table = [
     `| ${row.case} | ${row.rawMicros.toFixed(0)} µs | ${row.oursMicros.toFixed(0)} µs | ${row.ratio.toFixed(2)}x (${row.ratioMin.toFixed(2)}–${row.ratioMax.toFixed(2)}) | ${
       row.statementsPerRun === undefined ? '—' : `${row.statementsPerRun.toFixed(1)} (${(row.statementsPerRun / activitiesPerRun).toFixed(1)})`
     } |`),
+  '',
+  `| effect's cluster engine alone (SingleRunner), no package code | a run, no activity | a run of ${engineSteps} activities that do nothing | per activity | statements: run, of ${engineSteps} activities (per activity) |`,
+  '| --- | --- | --- | --- | --- |',
+  ...engine.map((row) =>
+    `| ${row.storage} | ${row.runMicros.toFixed(0)} µs | ${row.stepsMicros.toFixed(0)} µs | ${((row.stepsMicros - row.runMicros) / engineSteps).toFixed(0)} µs | ${row.statementsPerRun}, ${row.statementsPerStepsRun} (${((row.statementsPerStepsRun - row.statementsPerRun) / engineSteps).toFixed(1)}) |`),
   '',
   '| durable runs started at once | runners | runs | model answers after | runs/s | p50 per run | p99 per run | statements per run | model requests per run (2: each turn once) | database CPU per run (share of one core) | failed |',
   '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |',
