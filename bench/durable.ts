@@ -11,7 +11,8 @@ import * as AI from '@tanstack/ai-effect'
 import { DurableAgent, DurableEngine } from '@tanstack/ai-effect/durable'
 import { type FakeReply, type ResponsesRequest, startFakeOpenAI } from '@tanstack/ai-effect/testing'
 import { createOpenaiChat } from '@tanstack/ai-openai'
-import { layerSqlite } from '@tanstack/ai-effect/sqlite'
+import { layerSqlStreamLog, layerSqlThreadStore } from '@tanstack/ai-effect/sql'
+import { layerSqlite, layerSqliteStreamLog, layerSqliteThreadStore } from '@tanstack/ai-effect/sqlite'
 import { Effect, Layer, ManagedRuntime, Stream } from 'effect'
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
@@ -50,9 +51,22 @@ const defineOrders = (baseURL: string) =>
 /** The bench's agent as a durable agent. */
 export const ordersAgent = (baseURL: string) => DurableAgent.make(defineOrders(baseURL))
 
-/** A durable case's timing, and on SQL the statements one run sends (its engine's and its run store's). */
+/**
+ * A durable case's timing, and on SQL the statements one run sends (its
+ * engine's and its run store's), and those it sends when it also writes a
+ * chat's delivery log and thread (`durableHandler`'s runs).
+ */
 export interface DurableRow extends PairResult {
   readonly statementsPerRun?: number
+  readonly statementsWithChatPerRun?: number
+}
+
+/** Counts the statements of 20 runs, one at a time, so that only their own count. */
+const statementsPerRunOf = async (run: () => Promise<unknown>, statements: { readonly count: () => number }) => {
+  const before = statements.count()
+  const counted = 20
+  for (let i = 0; i < counted; i++) await run()
+  return (statements.count() - before) / counted
 }
 
 /** The activities of the bench's run: two model turns, one tool call, and the run's end. */
@@ -61,26 +75,42 @@ export const activitiesPerRun = 4
 const durableCase = async (
   name: string,
   engineOf: (counter: Layer.Layer<never>) => Layer.Layer<DurableAgent.DurableServices, unknown>,
-  options: { readonly rounds: number; readonly iterations: number; readonly counted: boolean },
+  options: {
+    readonly rounds: number
+    readonly iterations: number
+    /** The chat's log and thread store on the engine's database, to count a chat run's statements too. */
+    readonly chatStores?: (counter: Layer.Layer<never>) => Layer.Layer<AI.StreamLog | AI.ThreadStore, unknown>
+  },
 ): Promise<DurableRow> => {
-  const statements = countStatements()
-  const engine = engineOf(statements.layer)
   const server = await startFakeOpenAI(model)
   const agent = defineOrders(server.baseURL)
   const durable = DurableAgent.make(agent)
-  const runtime = ManagedRuntime.make(durable.layer.pipe(Layer.provideMerge(engine)))
   let run = 0
-  const durableRun = () => runtime.runPromise(durable.run({ runId: `bench-${Date.now()}-${run++}`, messages }))
+  const runsOn = (services: Layer.Layer<DurableAgent.DurableServices, unknown>) => {
+    const runtime = ManagedRuntime.make(durable.layer.pipe(Layer.provideMerge(services)))
+    return { runtime, run: () => runtime.runPromise(durable.run({ runId: `bench-${Date.now()}-${run++}`, messages })) }
+  }
   try {
-    const timed = await pair(name, undefined, options, () => Effect.runPromise(Stream.runDrain(AI.runAgent(agent, { messages }))), durableRun)
-    if (!options.counted) return timed
-    // Counted apart from the timed runs, one run at a time, so that only its own statements count.
-    const before = statements.count()
-    const counted = 20
-    for (let i = 0; i < counted; i++) await durableRun()
-    return { ...timed, statementsPerRun: (statements.count() - before) / counted }
+    const statements = countStatements()
+    const plain = runsOn(engineOf(statements.layer))
+    const measured = await (async () => {
+      try {
+        const timed = await pair(name, undefined, options, () => Effect.runPromise(Stream.runDrain(AI.runAgent(agent, { messages }))), plain.run)
+        return options.chatStores === undefined ? timed : { ...timed, statementsPerRun: await statementsPerRunOf(plain.run, statements) }
+      } finally {
+        // One engine at a time: SQLite's engine lock admits one per file, and the counted chat runs come next.
+        await plain.runtime.dispose()
+      }
+    })()
+    if (options.chatStores === undefined) return measured
+    const withChat = countStatements()
+    const chat = runsOn(Layer.merge(engineOf(withChat.layer), options.chatStores(withChat.layer)))
+    try {
+      return { ...measured, statementsWithChatPerRun: await statementsPerRunOf(chat.run, withChat) }
+    } finally {
+      await chat.runtime.dispose()
+    }
   } finally {
-    await runtime.dispose()
     await server.close()
   }
 }
@@ -89,14 +119,15 @@ export const benchDurable = async (options: { readonly quick: boolean }): Promis
   const sizes = { rounds: options.quick ? 3 : 7, iterations: options.quick ? 10 : 30 }
   const file = join(mkdtempSync(join(tmpdir(), 'ai-effect-bench-durable-')), 'runs.db')
   const results = [
-    await durableCase('a run of 2 model turns and 1 tool call: DurableAgent.run on the memory engine vs AI.runAgent', () => DurableEngine.layerMemory, {
-      ...sizes,
-      counted: false,
-    }),
+    await durableCase('a run of 2 model turns and 1 tool call: DurableAgent.run on the memory engine vs AI.runAgent', () => DurableEngine.layerMemory, sizes),
     await durableCase(
       'a run of 2 model turns and 1 tool call: DurableAgent.run on SQLite vs AI.runAgent',
       (counter) => DurableEngine.layerSqlite({ filename: file }).pipe(Layer.provide(layerSqlite({ filename: file })), Layer.provide(counter)),
-      { ...sizes, counted: true },
+      {
+        ...sizes,
+        chatStores: (counter) =>
+          Layer.merge(layerSqliteStreamLog({ filename: file }), layerSqliteThreadStore({ filename: file })).pipe(Layer.provide(counter)),
+      },
     ),
   ]
   if (missing('postgres') === undefined) {
@@ -106,7 +137,11 @@ export const benchDurable = async (options: { readonly quick: boolean }): Promis
         await durableCase(
           'a run of 2 model turns and 1 tool call: DurableAgent.run on PostgreSQL vs AI.runAgent',
           (counter) => DurableEngine.layerSingleRunner().pipe(Layer.provide(pgClient(postgres.url)), Layer.provide(counter)),
-          { ...sizes, counted: true },
+          {
+            ...sizes,
+            chatStores: (counter) =>
+              Layer.merge(layerSqlStreamLog(), layerSqlThreadStore()).pipe(Layer.provide(pgClient(postgres.url)), Layer.provide(counter)),
+          },
         ),
       )
     } finally {

@@ -30,6 +30,7 @@ console.table(durable.map((row) => ({
   'durable µs': row.oursMicros.toFixed(0),
   ratio: row.ratio.toFixed(2),
   'statements per run': row.statementsPerRun ?? '—',
+  'with the chat log and thread': row.statementsWithChatPerRun ?? '—',
 })))
 
 const engine = await benchEngine({ quick })
@@ -187,11 +188,15 @@ const table = [
   '| --- | --- | --- | --- | --- | --- | --- |',
   ...chatRows(chat),
   '',
-  `| durable run | AI.runAgent | DurableAgent.run | ratio (spread) | statements per run (per activity, of ${activitiesPerRun}) |`,
-  '| --- | --- | --- | --- | --- |',
+  `| durable run | AI.runAgent | DurableAgent.run | ratio (spread) | statements per run (per activity, of ${activitiesPerRun}) | with a chat's log and thread (more per activity) |`,
+  '| --- | --- | --- | --- | --- | --- |',
   ...durable.map((row) =>
     `| ${row.case} | ${row.rawMicros.toFixed(0)} µs | ${row.oursMicros.toFixed(0)} µs | ${row.ratio.toFixed(2)}x (${row.ratioMin.toFixed(2)}–${row.ratioMax.toFixed(2)}) | ${
       row.statementsPerRun === undefined ? '—' : `${row.statementsPerRun.toFixed(1)} (${(row.statementsPerRun / activitiesPerRun).toFixed(1)})`
+    } | ${
+      row.statementsPerRun === undefined || row.statementsWithChatPerRun === undefined
+        ? '—'
+        : `${row.statementsWithChatPerRun.toFixed(1)} (+${((row.statementsWithChatPerRun - row.statementsPerRun) / activitiesPerRun).toFixed(2)})`
     } |`),
   '',
   `| effect's cluster engine alone (SingleRunner), no package code | a run, no activity | a run of ${engineSteps} activities that do nothing | per activity | statements: run, of ${engineSteps} activities (per activity) |`,

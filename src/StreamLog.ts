@@ -155,7 +155,12 @@ export interface Page {
  * @category models
  */
 export interface StreamLogBackend {
-  /** Claims the run's next epoch, creating its log: every earlier producer is fenced from now on. */
+  /**
+   * Claims the run's next epoch, creating its log: every earlier producer
+   * is fenced from now on. The claim that creates a log answers 1, each
+   * later one the next number, so that epoch 1 tells a producer the log
+   * is empty.
+   */
   readonly claim: (runId: string) => Effect.Effect<number, StreamLogError | ProducerFenced>
   /** Stores chunks after the tail; answers their positions. One round trip on a networked store. */
   readonly append: (

@@ -13,7 +13,7 @@ import { Effect, type Layer, ManagedRuntime } from "effect"
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { cancelClaimName, checkCancel } from "./support/streamLogs.ts"
+import { cancelClaimName, checkCancel, checkFirstEpoch, firstEpochClaimName } from "./support/streamLogs.ts"
 
 const harnessOf = (runtime: ManagedRuntime.ManagedRuntime<AI.StreamLog, unknown>): DurabilityHarness => ({
   open: (runId, offset) => runtime.runPromise(Effect.flatMap(Effect.service(AI.StreamLog), (log) => log.durability({ runId, offset }))),
@@ -42,6 +42,7 @@ describe("StreamLog.layerMemory", () => {
   })
 
   it(cancelClaimName, () => checkCancel(runtime))
+  it(firstEpochClaimName, () => checkFirstEpoch(runtime))
 
   it("a run id core would refuse (empty, or with a line break) is InvalidOffset before anything is stored", async () => {
     await expect(harnessOf(runtime).open("run\n2")).rejects.toMatchObject({ _tag: "InvalidOffset" })
@@ -54,6 +55,7 @@ describe("layerSqliteStreamLog, one file", () => {
     it(claim.name, () => claim.check(harnessOf(runtime)))
   }
   it(cancelClaimName, () => checkCancel(runtime))
+  it(firstEpochClaimName, () => checkFirstEpoch(runtime))
 })
 
 const text = (delta: string): StreamChunk => ({ type: "TEXT_MESSAGE_CONTENT", messageId: "m", delta, timestamp: 0 }) as StreamChunk

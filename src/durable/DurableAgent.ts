@@ -787,13 +787,16 @@ const openRunLog = (runId: string, conversation: () => ReadonlyArray<ModelMessag
     )
     if (Option.isNone(claimed)) return noRunLog
     const epoch = claimed.value
-    let takingOver = (yield* storing(log.read(runId, 0, 1))).entries.length > 0
+    // The first producer of a log (epoch 1) finds it empty; a later one reads whether an earlier one wrote.
+    let takingOver = epoch > 1 && (yield* storing(log.read(runId, 0, 1))).entries.length > 0
     let wrote = false
     let fenced = false
     // A write in the background that the store could not take: the activity that made it fails with it.
     let lost: unknown = undefined
     const pending: Array<StreamChunk> = []
     const lock = Semaphore.makeUnsafe(1)
+    // A background append runs with the run's services and references (its tracer, logger, SQL transformer).
+    const runInBackground = Effect.runForkWith(yield* Effect.context<never>())
     // Appends every chunk written so far, in order, in one round trip: chunks written while an append is out go in the next one.
     const drain = lock.withPermit(Effect.suspend(() => {
       if (pending.length === 0 || fenced) return Effect.void
@@ -819,7 +822,7 @@ const openRunLog = (runId: string, conversation: () => ReadonlyArray<ModelMessag
       }),
       writeSoon: (chunk) => {
         pending.push(chunk)
-        Effect.runFork(Effect.catchCause(drain, (cause) => Effect.sync(() => lost ??= Cause.squash(cause))))
+        runInBackground(Effect.catchCause(drain, (cause) => Effect.sync(() => lost ??= Cause.squash(cause))))
       },
       flush,
       retrying: Effect.andThen(drain, Effect.sync(() => {

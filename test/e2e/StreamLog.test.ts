@@ -12,7 +12,7 @@ import { durabilityClaims, type DurabilityHarness } from "@tanstack/ai-effect/te
 import { Effect, Layer, ManagedRuntime } from "effect"
 import { pgClient, redisClient } from "../support/backends.ts"
 import { countRedisCommands, countStatements, type RoundTrips } from "../support/roundTrips.ts"
-import { cancelClaimName, checkCancel } from "../support/streamLogs.ts"
+import { cancelClaimName, checkCancel, checkFirstEpoch, firstEpochClaimName } from "../support/streamLogs.ts"
 import { missing, startPostgres, startRedis, type TestServer } from "../support/services.ts"
 
 interface LogBackend {
@@ -68,6 +68,7 @@ for (const backend of backends) describe.skipIf(missing(backend.server) !== unde
   }
 
   it(cancelClaimName, () => checkCancel(runtime))
+  it(firstEpochClaimName, () => checkFirstEpoch(runtime))
 
   const text = (delta: string): StreamChunk => ({ type: "TEXT_MESSAGE_CONTENT", messageId: "m", delta, timestamp: 0 }) as StreamChunk
 

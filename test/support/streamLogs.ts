@@ -1,7 +1,9 @@
 /**
- * A claim every `AI.StreamLog` backend keeps beside core's contract: a
+ * Claims every `AI.StreamLog` backend keeps beside core's contract: a
  * cancel from any process takes the log over, so that the run's producer
- * stores nothing more and every reader ends on the cancel.
+ * stores nothing more and every reader ends on the cancel; and a run's
+ * first producer holds epoch 1, which tells it the log is empty without a
+ * read (a durable run's first execution relies on it).
  */
 import type { StreamChunk } from "@tanstack/ai"
 import { expect } from "@effect/vitest"
@@ -27,6 +29,15 @@ export const checkCancel = async (runtime: ManagedRuntime.ManagedRuntime<AI.Stre
   expect(read[1]).toMatchObject({ code: "cancelled", message: "The run was cancelled" })
   expect(await log((log) => log.cancel(runId))).toBe(false)
   await expect(log((log) => log.cancel(`run-nowhere-${crypto.randomUUID()}`))).rejects.toMatchObject({ _tag: "UnknownRun" })
+}
+
+export const firstEpochClaimName =
+  "a run's first claim holds epoch 1 and each later claim the next, so that a first producer knows the log is empty without reading it"
+
+export const checkFirstEpoch = async (runtime: ManagedRuntime.ManagedRuntime<AI.StreamLog, unknown>) => {
+  const runId = `run-epochs-${crypto.randomUUID()}`
+  const claim = () => runtime.runPromise(Effect.flatMap(Effect.service(AI.StreamLog), (log) => log.claim(runId)))
+  expect([await claim(), await claim(), await claim()]).toEqual([1, 2, 3])
 }
 
 const text = (delta: string): StreamChunk => ({ type: "TEXT_MESSAGE_CONTENT", messageId: "m", delta, timestamp: 0 }) as StreamChunk
