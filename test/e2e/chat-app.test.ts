@@ -136,6 +136,10 @@ describe('Effect Chat over plain HTTP', () => {
 const noBrowser = missingBrowser()
 
 /** A slow answer of `count` words, one delta every 50 ms: long enough to reload or drop the connection mid-answer. */
+/** The app's outbox: every message its effect tools sent, as `/api/effects` lists it. */
+const outboxOf = async (url: string) =>
+  (await (await fetch(`${url}/api/effects`)).json()) as { readonly messages: ReadonlyArray<{ readonly text: string }> }
+
 const slowAnswer = (count: number) => Array.from({ length: count }, (_, index) => `word${index} `)
 
 /**
@@ -366,7 +370,7 @@ describe.skipIf(noBrowser !== undefined)('Effect Chat in a browser', () => {
       const turns = model.requests.map((request) => (request.input.some((item) => item.type === 'function_call_output') ? 'answer' : 'notify'))
       // The notify turn finished before the crash: asked once. The answer was in flight: asked once more.
       expect(turns).toEqual(['notify', 'answer', 'answer'])
-      const effects = (await (await fetch(`${restarted.url}/api/effects`)).json()) as { readonly messages: ReadonlyArray<unknown> }
+      const effects = await outboxOf(restarted.url)
       expect(effects.messages).toHaveLength(1)
       await page.screenshot({ path: screenshotPath('rejoined-after-crash'), fullPage: true })
     } finally {
@@ -392,7 +396,7 @@ describe.skipIf(noBrowser !== undefined)('Effect Chat in a browser', () => {
     await page.getByTestId('approve').click()
     await expect.poll(() => lastAnswer(page).innerText(), { timeout: 20_000 }).toBe('Order A-100 is refunded (outbox message #1).')
     expect(await page.getByTestId('approval').count()).toBe(0)
-    const effects = (await (await fetch(`${restarted.url}/api/effects`)).json()) as { readonly messages: ReadonlyArray<{ readonly text: string }> }
+    const effects = await outboxOf(restarted.url)
     expect(effects.messages.map((message) => message.text)).toEqual(['Refund order A-100'])
     await page.screenshot({ path: screenshotPath('refund-approved-after-crash'), fullPage: true })
   }, 90_000)
@@ -404,7 +408,7 @@ describe.skipIf(noBrowser !== undefined)('Effect Chat in a browser', () => {
     await page.getByTestId('send').click()
     await page.getByTestId('decline').click({ timeout: 15_000 })
     await expect.poll(() => lastAnswer(page).innerText(), { timeout: 20_000 }).toBe('The refund of A-100 was declined: nothing was refunded.')
-    const effects = (await (await fetch(`${app.url}/api/effects`)).json()) as { readonly messages: ReadonlyArray<unknown> }
+    const effects = await outboxOf(app.url)
     expect(effects.messages).toHaveLength(0)
   }, 60_000)
 

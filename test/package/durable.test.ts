@@ -26,6 +26,16 @@ const getOrderSource = `const getOrder = AI.serverTool(
   () => Effect.succeed({ status: "shipped" })
 )`
 
+/** The durable agent of both programs, asking the fake model at the address in their `model`. */
+const ordersAgentSource = `${getOrderSource}
+
+const agent = DurableAgent.make(AI.defineAgent({
+  name: "orders",
+  adapter: createOpenaiChat("gpt-5.2", "test-key", { baseURL: model, maxRetries: 0 }),
+  instructions: "Answer questions about orders.",
+  tools: [getOrder]
+}))`
+
 const program = `
 import { toolDefinition } from "@tanstack/ai"
 import * as AI from "@tanstack/ai-effect"
@@ -36,14 +46,7 @@ import { Effect, Layer, Option, Schedule, Schema } from "effect"
 
 const [model, mode] = process.argv.slice(2)
 
-${getOrderSource}
-
-const agent = DurableAgent.make(AI.defineAgent({
-  name: "orders",
-  adapter: createOpenaiChat("gpt-5.2", "test-key", { baseURL: model, maxRetries: 0 }),
-  instructions: "Answer questions about orders.",
-  tools: [getOrder]
-}))
+${ordersAgentSource}
 
 const live = agent.layer.pipe(
   Layer.provideMerge(DurableEngine.layerSqlite({ filename: "runs.db", lockLease: "1 second" })),
@@ -122,14 +125,7 @@ import { HttpRouter } from "effect/http"
 const [model, port] = process.argv.slice(2)
 const file = "chat.db"
 
-${getOrderSource}
-
-const agent = DurableAgent.make(AI.defineAgent({
-  name: "orders",
-  adapter: createOpenaiChat("gpt-5.2", "test-key", { baseURL: model, maxRetries: 0 }),
-  instructions: "Answer questions about orders.",
-  tools: [getOrder]
-}))
+${ordersAgentSource}
 
 const chat = ChatRoute.durableHandler(agent)
 const stores = Layer.mergeAll(layerSqliteStreamLog({ filename: file }), layerSqliteThreadStore({ filename: file }))
