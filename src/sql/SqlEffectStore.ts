@@ -9,7 +9,17 @@ import { Clock, Duration, Effect, Layer, Option, Schedule } from "effect"
 import { SqlClient } from "effect/sql/SqlClient"
 import type { SqlError } from "effect/sql/SqlError"
 import type * as Statement from "effect/sql/Statement"
-import { Claim, ClaimLost, type EffectId, EffectStore, EffectStoreError, type Recorded, type StoreOptions } from "../EffectStore.ts"
+import {
+  Claim,
+  ClaimLost,
+  type EffectId,
+  EffectStore,
+  EffectStoreError,
+  makeWithOwnDeadlines,
+  type Recorded,
+  type StoreOptions
+} from "../EffectStore.ts"
+import { DirectStatementObserver, SqliteReads } from "../internal/sqliteReads.ts"
 import { retentionOf } from "../internal/store.ts"
 
 /**
@@ -88,11 +98,19 @@ export const makeSqlStore = Effect.fnUntraced(function*(options?: SqlStoreOption
     orElse: () => Effect.map(Clock.currentTimeMillis, (now) => sql`${now}`)
   })
 
+  const recordRow = (id: EffectId, now: Statement.Fragment) =>
+    sql<{ readonly record: string }>`SELECT record FROM ${table}
+      WHERE tool = ${id.tool} AND effect_key = ${id.key} AND record IS NOT NULL AND expires_at > ${now}`
+
+  // What holds a key: its record, or a live claim.
+  const heldRow = (id: EffectId, now: Statement.Fragment) =>
+    sql<ClaimRow>`SELECT NULL AS fence, NULL AS taken_over, owner, lease_expires_at, record FROM ${table}
+      WHERE tool = ${id.tool} AND effect_key = ${id.key} AND expires_at > ${now}
+        AND (record IS NOT NULL OR (owner IS NOT NULL AND lease_expires_at > ${now}))`
+
   const get = (id: EffectId) =>
     Effect.gen(function*() {
-      const now = yield* currentTime
-      const rows = yield* sql<{ readonly record: string }>`SELECT record FROM ${table}
-        WHERE tool = ${id.tool} AND effect_key = ${id.key} AND record IS NOT NULL AND expires_at > ${now}`.pipe(
+      const rows = yield* Effect.flatMap(currentTime, (now) => recordRow(id, now)).pipe(
         Effect.mapError(EffectStoreError.unavailable("get", id))
       )
       const [row] = rows
@@ -138,9 +156,9 @@ export const makeSqlStore = Effect.fnUntraced(function*(options?: SqlStoreOption
   // that read, with no write lock on the file), and claims when nothing
   // does, then reads what it could not claim (no network either way).
   const claimRows = (id: EffectId, owner: string, ttlMillis: number) =>
-    Effect.flatMap(currentTime, (now) =>
-      sql.onDialectOrElse({
-        pg: () =>
+    sql.onDialectOrElse({
+      pg: () =>
+        Effect.flatMap(currentTime, (now) =>
           sql<ClaimRow>`WITH current AS (
               SELECT owner, lease_expires_at, record FROM ${table}
               WHERE tool = ${id.tool} AND effect_key = ${id.key} AND expires_at > ${now}
@@ -153,16 +171,11 @@ export const makeSqlStore = Effect.fnUntraced(function*(options?: SqlStoreOption
           })
             SELECT fence, taken_over, NULL::text AS owner, NULL::bigint AS lease_expires_at, NULL::text AS record FROM claimed
             UNION ALL
-            SELECT NULL, NULL, owner, lease_expires_at, record FROM current WHERE NOT EXISTS (SELECT 1 FROM claimed)`,
-        orElse: () =>
-          Effect.flatMap(
-            sql<ClaimRow>`SELECT NULL AS fence, NULL AS taken_over, owner, lease_expires_at, record FROM ${table}
-              WHERE tool = ${id.tool} AND effect_key = ${id.key} AND expires_at > ${now}
-                AND (record IS NOT NULL OR (owner IS NOT NULL AND lease_expires_at > ${now}))`,
-            (held) => held.length > 0 ? Effect.succeed(held) : claimOrRead(id, owner, ttlMillis, now)
-          )
-      })
-    )
+            SELECT NULL, NULL, owner, lease_expires_at, record FROM current WHERE NOT EXISTS (SELECT 1 FROM claimed)`),
+      orElse: () =>
+        Effect.flatMap(currentTime, (now) =>
+          Effect.flatMap(heldRow(id, now), (held) => held.length > 0 ? Effect.succeed(held) : claimOrRead(id, owner, ttlMillis, now)))
+    })
 
   /** SQLite's claim of a key nothing held when it looked: the upsert, then the row if it could not claim it. */
   const claimOrRead = (id: EffectId, owner: string, ttlMillis: number, now: Statement.Fragment) =>
@@ -180,17 +193,26 @@ export const makeSqlStore = Effect.fnUntraced(function*(options?: SqlStoreOption
               WHERE tool = ${id.tool} AND effect_key = ${id.key}`
     )
 
-  const claim = (id: EffectId, { owner, ttl }: { readonly owner: string; readonly ttl: Duration.Duration }) =>
-    Effect.gen(function*() {
-      const ttlMillis = Duration.toMillis(ttl)
-      for (;;) {
-        const [row] = yield* claimRows(id, owner, ttlMillis).pipe(Effect.mapError(EffectStoreError.unavailable("claim", id)))
-        if (row?.fence != null) return Claim.Claimed({ fence: Number(row.fence), takenOver: Number(row.taken_over) === 1 })
-        if (row?.record != null) return Claim.Recorded({ recorded: yield* EffectStoreError.readRecord("claim", id, row.record) })
-        if (row?.owner != null) return Claim.Busy({ owner: row.owner, expiresAt: Number(row.lease_expires_at) })
-        // The row changed under the statement (released, expired, or claimed and recorded since): claim again.
-      }
-    })
+  /** What a claim answers for `row`, or `undefined` when the row changed under the statement (released, expired, or claimed and recorded since). */
+  const claimOf = (id: EffectId, row: ClaimRow | undefined): Effect.Effect<Claim, EffectStoreError> | undefined => {
+    if (row?.fence != null) return Effect.succeed(Claim.Claimed({ fence: Number(row.fence), takenOver: Number(row.taken_over) === 1 }))
+    if (row?.record != null) return Effect.map(EffectStoreError.readRecord("claim", id, row.record), (recorded) => Claim.Recorded({ recorded }))
+    if (row?.owner != null) return Effect.succeed(Claim.Busy({ owner: row.owner, expiresAt: Number(row.lease_expires_at) }))
+    return undefined
+  }
+
+  /** A claim from the rows `first` answers; a row that changed under it is claimed again from the start. */
+  const claimFrom = (
+    id: EffectId,
+    options: { readonly owner: string; readonly ttl: Duration.Duration },
+    first: (id: EffectId, owner: string, ttlMillis: number) => Effect.Effect<ReadonlyArray<ClaimRow>, SqlError>
+  ): Effect.Effect<Claim, EffectStoreError> =>
+    Effect.flatMap(
+      Effect.mapError(first(id, options.owner, Duration.toMillis(options.ttl)), EffectStoreError.unavailable("claim", id)),
+      ([row]) => claimOf(id, row) ?? claimFrom(id, options, claimRows)
+    )
+
+  const claim = (id: EffectId, options: { readonly owner: string; readonly ttl: Duration.Duration }) => claimFrom(id, options, claimRows)
 
   /** A fenced update: it changes the row only while `fence` still holds the claim. */
   const whileHeld = (id: EffectId, fence: number) =>
@@ -228,5 +250,49 @@ export const makeSqlStore = Effect.fnUntraced(function*(options?: SqlStoreOption
   )
   yield* Effect.forkScoped(Effect.repeat(sweep, Schedule.spaced(options?.sweepEvery ?? Duration.minutes(1))))
 
-  return yield* EffectStore.make({ get, claim, put, release, renew }, options)
+  const sqliteReads = yield* Effect.serviceOption(SqliteReads)
+  if (Option.isNone(sqliteReads)) return yield* EffectStore.make({ get, claim, put, release, renew }, options)
+
+  // On the embedded SQLite file, a replay is one read that answers at once,
+  // outside effect/sql's statement path (its compile, span and connection
+  // lock cost three times the read), and without a deadline to race (which
+  // cost a third of it). Whatever waits (a write, or a read while the file
+  // is busy) goes through effect/sql, under the deadline. The statements are
+  // the ones above, compiled once; their parameters are given in their order.
+  const reads = sqliteReads.value
+  const compiled = (statement: (id: EffectId, now: Statement.Fragment) => Statement.Statement<object>) =>
+    statement({ tool: "", key: "" }, sql`${0}`).compile()[0]
+  const recordText = compiled(recordRow)
+  const heldText = compiled(heldRow)
+  return makeWithOwnDeadlines((deadline) => ({
+    get: (id) =>
+      Effect.withFiber((fiber) => {
+        const rows = reads.readNow<{ readonly record: string }>(
+          recordText,
+          [id.tool, id.key, fiber.getRef(Clock.Clock).currentTimeMillisUnsafe()],
+          fiber.getRef(DirectStatementObserver)
+        )
+        if (rows === undefined) return deadline("get", id, get(id))
+        return Effect.flatMap(Effect.mapError(rows, EffectStoreError.unavailable("get", id)), ([row]) =>
+          row === undefined
+            ? Effect.succeedNone
+            : Effect.map(EffectStoreError.readRecord("get", id, row.record), Option.some))
+      }),
+    claim: (id, options) =>
+      Effect.withFiber((fiber) => {
+        const now = fiber.getRef(Clock.Clock).currentTimeMillisUnsafe()
+        const held = reads.readNow<ClaimRow>(heldText, [id.tool, id.key, now, now], fiber.getRef(DirectStatementObserver))
+        if (held === undefined) return deadline("claim", id, claim(id, options))
+        return Effect.flatMap(Effect.mapError(held, EffectStoreError.unavailable("claim", id)), ([row]) =>
+          // Nothing held the key: claim it, without reading it again.
+          claimOf(id, row) ?? deadline(
+            "claim",
+            id,
+            claimFrom(id, options, (id, owner, ttlMillis) => Effect.flatMap(currentTime, (now) => claimOrRead(id, owner, ttlMillis, now)))
+          ))
+      }),
+    put: (id, recorded, held) => deadline("put", id, put(id, recorded, held)),
+    release: (id, held) => deadline("release", id, release(id, held)),
+    renew: (id, held) => deadline("renew", id, renew(id, held))
+  }), options)
 })

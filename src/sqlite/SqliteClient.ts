@@ -2,7 +2,9 @@
  * A small `SqlClient` over `node:sqlite`, internal to the sqlite store: one
  * serialized connection, prepared statements cached by text, WAL mode, and
  * a short busy timeout, retried without blocking while another process
- * holds the write lock.
+ * holds the write lock. Beside it, `SqliteReads` runs the same prepared
+ * statements without `effect/sql`'s statement path, for the reads on a hot
+ * path (a replay).
  *
  * The 4.x `@effect/sql-sqlite-*` packages on npm import modules that effect
  * 4.1 no longer has, so the store brings the driver it needs.
@@ -12,13 +14,14 @@
 import { mkdirSync } from "node:fs"
 import { dirname } from "node:path"
 import type { StatementSync } from "node:sqlite"
-import { Effect, Layer, Schedule, Semaphore, Stream } from "effect"
+import { Context, Effect, Exit, Layer, Schedule, Semaphore, Stream } from "effect"
 import * as Reactivity from "effect/reactivity/Reactivity"
 import { SqlClient } from "effect/sql/SqlClient"
 import * as Client from "effect/sql/SqlClient"
 import type { Connection } from "effect/sql/SqlConnection"
 import { classifySqliteError, SqlError } from "effect/sql/SqlError"
 import * as Statement from "effect/sql/Statement"
+import { SqliteReads } from "../internal/sqliteReads.ts"
 
 /** How long one statement waits for another process's write lock before it yields and tries again. */
 const busyTimeoutMillis = 50
@@ -77,6 +80,28 @@ const makeConnection = (filename: string) =>
         // deadline bounds the whole wait.
         Effect.retry({ while: isLocked, schedule: Schedule.jittered(Schedule.spaced("5 millis")) })
       )
+    // Statements of direct reads apart, so that their row shape is set once.
+    const readStatements = new Map<string, StatementSync>()
+    const reads = SqliteReads.of({
+      readNow: <Row extends object>(
+        sql: string,
+        params: ReadonlyArray<string | number | null>,
+        observe: ((sql: string) => void) | undefined
+      ): Exit.Exit<ReadonlyArray<Row>, SqlError> | undefined => {
+        if (db.isTransaction) return undefined
+        observe?.(sql)
+        try {
+          let statement = readStatements.get(sql)
+          if (statement === undefined) readStatements.set(sql, statement = db.prepare(sql))
+          // node:sqlite types rows loosely; the caller's statement names the columns of Row.
+          return Exit.succeed(statement.all(...params) as Array<unknown> as Array<Row>)
+        } catch (cause) {
+          const error = new SqlError({ reason: classify(cause, "execute") })
+          // A WAL reader waits only while a checkpoint resets the log: effect/sql's path waits it out.
+          return isLocked(error) ? undefined : Exit.fail(error)
+        }
+      }
+    })
     const connection: Connection = {
       execute: (sql, params, transformRows) =>
         Effect.map(run(() => prepared(sql), params, false), (rows) => transformRows ? transformRows(rows as Array<object>) : rows),
@@ -90,32 +115,32 @@ const makeConnection = (filename: string) =>
           Effect.map(run(() => prepared(sql), params, false), (rows) => transformRows ? transformRows(rows as Array<object>) : rows)
         )
     }
-    return connection
+    return { connection, reads }
   })
 
 /** A `SqlClient` on one SQLite file, its folder created when missing (`":memory:"` keeps it in memory). */
-export const layerFile = (filename: string): Layer.Layer<SqlClient, SqlError> =>
+export const layerFile = (filename: string): Layer.Layer<SqlClient | SqliteReads, SqlError> =>
   Layer.unwrap(Effect.sync(() => {
     if (filename !== ":memory:") mkdirSync(dirname(filename), { recursive: true })
     return layer(filename)
   }))
 
-/** A `SqlClient` on one SQLite file, closed with the layer. */
-export const layer = (filename: string): Layer.Layer<SqlClient, SqlError> =>
-  Layer.effect(
-    SqlClient,
+/** A `SqlClient` on one SQLite file, and its direct reads, closed with the layer. */
+export const layer = (filename: string): Layer.Layer<SqlClient | SqliteReads, SqlError> =>
+  Layer.effectContext(
     Effect.gen(function*() {
-      const connection = yield* makeConnection(filename)
+      const { connection, reads } = yield* makeConnection(filename)
       const acquirers = Client.makeSqliteAcquirers({
         connection: Effect.succeed(connection),
         semaphore: yield* Semaphore.make(1)
       })
-      return yield* Client.make({
+      const client = yield* Client.make({
         ...acquirers,
         compiler: Statement.makeCompilerSqlite(),
         driver: "node:sqlite",
         spanAttributes: [["db.system.name", "sqlite"]]
       })
+      return Context.make(SqlClient, client).pipe(Context.add(SqliteReads, reads))
     })
   ).pipe(Layer.provide(Reactivity.layer))
 

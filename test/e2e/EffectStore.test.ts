@@ -257,6 +257,25 @@ const conformance = (name: string, clock: DecidingClock, backend: () => Backend,
         expect(remote.total()).toBe(0)
         expect(Date.now() - started).toBeLessThan(5_000)
       }))
+
+    if (name === "sqlite") {
+      it.live("a replay is one read that another process's write lock does not hold up: the recorded output, nothing applied again", () =>
+        Effect.gen(function*() {
+          const remote = makeRemote()
+          const tool = AI.effectTool(noteDef, ({ id }) => remote.apply(id))
+          const store = backend().counted!()
+          const { first, replay, reads } = yield* Effect.gen(function*() {
+            const first = yield* callTool(tool, { id: "locked" })
+            // Another connection holds the write lock for the rest of the test.
+            yield* backend().hang
+            const before = store.count()
+            const replay = yield* callTool(tool, { id: "locked" })
+            return { first, replay, reads: store.count() - before }
+          }).pipe(Effect.scoped, Effect.provide(store.layer))
+          expect({ replay, reads }).toEqual({ replay: first, reads: 1 })
+          expect(remote.total()).toBe(1)
+        }))
+    }
   })
 
 conformance("memory", "caller", () => memoryBackend, undefined)

@@ -1,11 +1,12 @@
 /**
  * Round trips to a store, counted at the driver: every SQL statement the
- * store executes (through `effect/sql`'s statement transformer), and every
- * Redis command or script it sends.
+ * store executes (through `effect/sql`'s statement transformer, and the
+ * SQLite reads that skip it), and every Redis command or script it sends.
  */
 import { Effect, Layer } from "effect"
 import { Redis } from "effect/persistence/Redis"
 import * as Statement from "effect/sql/Statement"
+import { DirectStatementObserver } from "../../src/internal/sqliteReads.ts"
 
 export interface RoundTrips {
   /** How many requests the store has sent so far. */
@@ -22,10 +23,13 @@ export const countStatements = (): RoundTrips & {
   return {
     count: () => count,
     countRaw: () => void count++,
-    layer: Layer.succeed(Statement.CurrentTransformer, (statement) => {
-      count++
-      return Effect.succeed(statement)
-    })
+    layer: Layer.mergeAll(
+      Layer.succeed(Statement.CurrentTransformer, (statement) => {
+        count++
+        return Effect.succeed(statement)
+      }),
+      Layer.succeed(DirectStatementObserver, () => void count++)
+    )
   }
 }
 
