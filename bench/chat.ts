@@ -8,7 +8,7 @@ import { chat as coreChat, maxIterations, toolDefinition } from '@tanstack/ai'
 import type { StreamChunk } from '@tanstack/ai'
 import * as AI from '@tanstack/ai-effect'
 import { type ScriptedTurn, scriptedText } from '@tanstack/ai-effect/testing'
-import { Duration, Effect, Layer, ManagedRuntime, Schema, Stream } from 'effect'
+import { Duration, Effect, Exit, Layer, ManagedRuntime, Schema, Scope, Stream } from 'effect'
 import { fromAsyncIterableBatched } from '../src/internal/batched.ts'
 
 export interface PairResult {
@@ -186,6 +186,49 @@ export const benchChat = async (options: { readonly quick: boolean }) => {
   )
   await runtime.dispose()
   return results
+}
+
+/**
+ * The at-most-once path alone, per replayed call: `AI.effectTool` against a
+ * memory store whose record answers the claim, against `AI.serverTool` with
+ * the same handler, both called through the run's tool wrapper as core calls
+ * them, outside a chat (whose stream and collections are the noise of the
+ * chat row). Rounds alternate the two; the medians are reported.
+ */
+export const benchAtMostOncePath = async (options: { readonly quick: boolean }) => {
+  const runtime = ManagedRuntime.make(
+    Layer.mergeAll(AI.EffectStore.layerMemory({ capacity: 1_000_000 }), AI.RunContext.layer({ runId: 'path', threadId: 't', agent: 'bench', trigger: 'bench' })),
+  )
+  const scope = await Effect.runPromise(Scope.make())
+  const [server, effect] = await runtime.runPromise(Scope.provide(AI.wrapToolsForRun([serverTool, effectTool]), scope))
+  const keys = 100
+  const call = (tool: typeof server, i: number) =>
+    Promise.resolve(tool!.execute!({ id: `P-${i % keys}` }, { toolCallId: `c${i}`, emitCustomEvent: () => {} }))
+  // Every key recorded before the timing starts, and both paths warm.
+  for (let i = 0; i < 5_000; i++) await call(effect, i)
+  for (let i = 0; i < 5_000; i++) await call(server, i)
+  const perRound = options.quick ? 2_000 : 10_000
+  const timeRound = async (tool: typeof server) => {
+    const started = performance.now()
+    for (let i = 0; i < perRound; i++) await call(tool, i)
+    return ((performance.now() - started) * 1000) / perRound
+  }
+  const serverMicros: Array<number> = []
+  const effectMicros: Array<number> = []
+  for (let round = 0; round < (options.quick ? 3 : 11); round++) {
+    serverMicros.push(await timeRound(server))
+    effectMicros.push(await timeRound(effect))
+  }
+  await Effect.runPromise(Scope.close(scope, Exit.void))
+  await runtime.dispose()
+  const overServer = effectMicros.map((micros, round) => micros - serverMicros[round]!)
+  return {
+    serverToolMicros: median(serverMicros),
+    effectToolMicros: median(effectMicros),
+    overServerToolMicros: median(overServer),
+    spread: [Math.min(...overServer), Math.max(...overServer)] as const,
+    target: 24,
+  }
 }
 
 /**

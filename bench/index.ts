@@ -9,7 +9,7 @@
 import { cpus } from 'node:os'
 import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { benchChat, benchMemory, benchSharing, type PairResult } from './chat.ts'
+import { benchAtMostOncePath, benchChat, benchMemory, benchSharing, type PairResult } from './chat.ts'
 import { activitiesPerRun, benchDurable, benchDurableLoad } from './durable.ts'
 import { benchEngine, engineSteps } from './engine.ts'
 import { benchResumable } from './resumable.ts'
@@ -96,6 +96,9 @@ console.table(http.map((row) => ({
   errors: row.errors,
 })))
 
+const atMostOnce = await benchAtMostOncePath({ quick })
+console.log(`the at-most-once path per replayed call: ${atMostOnce.overServerToolMicros.toFixed(1)} µs over AI.serverTool (${atMostOnce.serverToolMicros.toFixed(1)} µs, ${atMostOnce.effectToolMicros.toFixed(1)} µs)`)
+
 const sharing = await benchSharing()
 console.log(`1,000 concurrent identical calls: ${sharing.applied} applied, all answered in ${sharing.millis.toFixed(1)} ms`)
 
@@ -117,6 +120,7 @@ const results = {
   cpus: cpus().length,
   cpuModel: cpus()[0]?.model,
   chat,
+  atMostOnce,
   durable,
   engine,
   durableLoad,
@@ -199,6 +203,10 @@ const table = [
   '| case | core | ours | ratio (spread) | our run without the part under test | target | |',
   '| --- | --- | --- | --- | --- | --- | --- |',
   ...chatRows(chat),
+  '',
+  '| the at-most-once path alone, per replayed call (memory store, the tool called as core calls it) | AI.serverTool | AI.effectTool, key recorded | over AI.serverTool (spread) | target |',
+  '| --- | --- | --- | --- | --- |',
+  `| key, fingerprint, the claim that finds the record, sharing, the outcome event | ${atMostOnce.serverToolMicros.toFixed(1)} µs | ${atMostOnce.effectToolMicros.toFixed(1)} µs | ${atMostOnce.overServerToolMicros.toFixed(1)} µs (${atMostOnce.spread[0].toFixed(1)}–${atMostOnce.spread[1].toFixed(1)}) | ≤ ${atMostOnce.target} µs: ${met(atMostOnce.overServerToolMicros, atMostOnce.target)} |`,
   '',
   `| durable run | AI.runAgent | DurableAgent.run | ratio (spread) | statements per run (per activity, of ${activitiesPerRun}) | with a chat's log and thread (more per activity) |`,
   '| --- | --- | --- | --- | --- | --- |',

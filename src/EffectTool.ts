@@ -294,6 +294,8 @@ export const effectTool = <
   const codec = isToolSchema(definition.outputSchema)
     ? definition.outputSchema.codec as Schema.Codec<Output, Schema.Json>
     : undefined
+  const encodeOutput = codec === undefined ? undefined : Schema.encodeEffect(codec)
+  const decodeRecordedOutput = codec === undefined ? undefined : Schema.decodeUnknownEffect(codec)
   const customKey = options?.effectKey
   const alreadyApplied = options?.alreadyApplied
   const failOnKeyReuse = options?.onKeyReuse === "fail"
@@ -325,8 +327,8 @@ export const effectTool = <
 
   /** The record's JSON: the output schema's encoding, or the result itself when it is JSON. */
   const toStored = (output: Output): Effect.Effect<Schema.Json, ToolOutputError> => {
-    if (codec !== undefined) {
-      return Effect.mapError(Schema.encodeEffect(codec)(output), (error) => new ToolOutputError({ tool, message: error.message }))
+    if (encodeOutput !== undefined) {
+      return Effect.mapError(encodeOutput(output), (error) => new ToolOutputError({ tool, message: error.message }))
     }
     const problem = notJson(output)
     return problem === undefined
@@ -340,10 +342,10 @@ export const effectTool = <
     if (failOnKeyReuse && recorded.fingerprint !== undefined && recorded.fingerprint !== fingerprint) {
       return Effect.fail(new EffectKeyReused(id))
     }
-    const output = codec === undefined
+    const output = decodeRecordedOutput === undefined
       ? Effect.succeed(recorded.output as Output)
       : Effect.mapError(
-        Schema.decodeUnknownEffect(codec)(recorded.output),
+        decodeRecordedOutput(recorded.output),
         (cause) => new EffectStoreError({ operation: "get", ...id, reason: "corrupt", cause })
       )
     return Effect.map(output, (output) => ({ output, outcome: "recorded" }))
