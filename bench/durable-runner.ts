@@ -2,12 +2,14 @@
  * One runner of the two-runner load case (bench/durable.ts): a process with
  * the bench's durable agent on a socket runner over the shared PostgreSQL.
  * It reads commands on stdin and answers each with a JSON line on stdout:
- * `warm` runs a few runs (the shards settle between the two runners), `go`
- * starts its share of the runs at once and reports each run's time, `count`
- * reports the statements it sent since `go`, `stop` ends it.
+ * `warm` runs a few runs, `shards` reports the shards it holds and is
+ * releasing, `go` starts its share of the runs at once and reports each
+ * run's time, `count` reports the statements it sent since `go`, `stop` ends
+ * it.
  */
 import { DurableEngine } from '@tanstack/ai-effect/durable'
-import { Layer, ManagedRuntime } from 'effect'
+import { Effect, Layer, ManagedRuntime, Metric } from 'effect'
+import * as ClusterMetrics from 'effect/cluster/ClusterMetrics'
 import { createInterface } from 'node:readline'
 import { pgClient } from '../test/support/backends.ts'
 import { countStatements } from '../test/support/roundTrips.ts'
@@ -45,6 +47,9 @@ for await (const command of createInterface({ input: process.stdin })) {
   if (command === 'warm') {
     await runAll('warm', 20)
     say({ warmed: true })
+  } else if (command === 'shards') {
+    const [held, releasing] = await runtime.runPromise(Effect.all([Metric.value(ClusterMetrics.shards), Metric.value(ClusterMetrics.shardsReleasing)]))
+    say({ held: Number(held.value), releasing: Number(releasing.value) })
   } else if (command === 'go') {
     statementsAtGo = statements.count()
     const outcomes = await runAll('load', config.runs)

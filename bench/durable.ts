@@ -14,6 +14,7 @@ import { createOpenaiChat } from '@tanstack/ai-openai'
 import { layerSqlStreamLog, layerSqlThreadStore } from '@tanstack/ai-effect/sql'
 import { layerSqlite, layerSqliteStreamLog, layerSqliteThreadStore } from '@tanstack/ai-effect/sqlite'
 import { Effect, Layer, ManagedRuntime, Stream } from 'effect'
+import * as ShardingConfig from 'effect/cluster/ShardingConfig'
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
 import { mkdtempSync } from 'node:fs'
@@ -155,6 +156,8 @@ export const benchDurable = async (options: { readonly quick: boolean }): Promis
 export interface DurableLoadRow {
   readonly engine: string
   readonly runners: number
+  /** The second runner joined as the runs started, so that half the shards moved under the load. */
+  readonly joining?: boolean
   readonly runs: number
   readonly modelDelayMillis: number
   readonly runsPerSecond: number
@@ -183,6 +186,7 @@ const loadRow = (
 ): DurableLoadRow => ({
   engine: measured.engine,
   runners: measured.runners,
+  ...(measured.joining === true ? { joining: true } : {}),
   runs: measured.runs,
   modelDelayMillis: measured.modelDelayMillis,
   runsPerSecond: measured.runs / measured.seconds,
@@ -257,7 +261,7 @@ const startRunner = async (config: RunnerConfig) => {
   }
   await next<{ readonly ready: true }>()
   return {
-    ask: <A>(command: 'warm' | 'go' | 'count'): Promise<A> => {
+    ask: <A>(command: 'warm' | 'shards' | 'go' | 'count'): Promise<A> => {
       child.stdin!.write(`${command}\n`)
       return next<A>()
     },
@@ -269,20 +273,52 @@ const startRunner = async (config: RunnerConfig) => {
   }
 }
 
+// The runners keep effect's default shards.
+const allShards = ShardingConfig.defaults.shardsPerGroup * ShardingConfig.defaults.availableShardGroups.length
+
+/**
+ * Waits until every shard is held by one runner and none is moving. A runner
+ * that joins takes its share of the shards from the others a second or two
+ * later: runs started meanwhile wait for their shard's handoff, which is
+ * not the steady state the load case measures.
+ */
+const settled = async (runners: ReadonlyArray<Awaited<ReturnType<typeof startRunner>>>) => {
+  for (;;) {
+    const shards = await Promise.all(runners.map((runner) => runner.ask<{ readonly held: number; readonly releasing: number }>('shards')))
+    const held = shards.map((runner) => runner.held)
+    const moving = shards.some((runner) => runner.releasing > 0)
+    if (!moving && held.every((count) => count > 0) && held.reduce((sum, count) => sum + count, 0) === allShards) return
+    await new Promise((resolve) => setTimeout(resolve, 100))
+  }
+}
+
 /**
  * `runs` runs on two socket runners (processes) sharing PostgreSQL, each
  * starting half of them: a run's shard decides which runner executes it, so
- * about half of each process's runs run on the other.
+ * about half of each process's runs run on the other. Settled, the runs
+ * start once each runner holds its share of the shards; `joining`, the
+ * second runner has just started, so that it takes its share from the first
+ * under the load (a deploy that adds a runner).
  */
-const twoRunnersCase = async (postgres: TestServer, runs: number, modelDelayMillis: number): Promise<DurableLoadRow> => {
+const twoRunnersCase = async (
+  postgres: TestServer,
+  runs: number,
+  modelDelayMillis: number,
+  joining: boolean,
+): Promise<DurableLoadRow> => {
   const server = await modelAnswering(modelDelayMillis)
   const runners: Array<Awaited<ReturnType<typeof startRunner>>> = []
   try {
-    // One after the other: the first makes the tables.
-    for (const name of ['a', 'b']) {
+    const start = async (name: string) =>
       runners.push(await startRunner({ postgres: postgres.url, modelURL: server.baseURL, port: await freePort(), name, runs: runs / 2 }))
+    // One after the other: the first makes the tables, and holds every shard until the second joins.
+    await start('a')
+    if (joining) await runners[0]!.ask('warm')
+    await start('b')
+    if (!joining) {
+      await Promise.all(runners.map((runner) => runner.ask('warm')))
+      await settled(runners)
     }
-    await Promise.all(runners.map((runner) => runner.ask('warm')))
     const requestsBefore = server.requests.length
     const cpuBefore = treeCpuMicros(postgres.pid()!)
     const started = performance.now()
@@ -293,6 +329,7 @@ const twoRunnersCase = async (postgres: TestServer, runs: number, modelDelayMill
     return loadRow({
       engine: 'PostgreSQL',
       runners: 2,
+      joining,
       runs,
       modelDelayMillis,
       seconds,
@@ -330,10 +367,10 @@ export const benchDurableLoad = async (options: { readonly quick: boolean }): Pr
         await postgres.dispose()
       }
     }
-    for (const delay of [0, 200]) {
+    for (const [delay, joining] of [[0, false], [200, false], [0, true], [200, true]] as const) {
       const postgres = await startPostgres()
       try {
-        rows.push(await twoRunnersCase(postgres, runs, delay))
+        rows.push(await twoRunnersCase(postgres, runs, delay, joining))
       } finally {
         await postgres.dispose()
       }

@@ -46,7 +46,7 @@ console.table(engine.map((row) => ({
 const durableLoad = await benchDurableLoad({ quick })
 console.table(durableLoad.map((row) => ({
   engine: row.engine,
-  runners: row.runners,
+  runners: `${row.runners}${row.joining === true ? ', joining' : ''}`,
   runs: row.runs,
   'model delay ms': row.modelDelayMillis,
   'runs/s': row.runsPerSecond.toFixed(0),
@@ -227,7 +227,7 @@ const table = [
   '| durable runs started at once | runners | runs | model answers after | runs/s | p50 per run | p99 per run | statements per run | model requests per run (2: each turn once) | database CPU per run (share of one core) | failed |',
   '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |',
   ...durableLoad.map((row) =>
-    `| ${row.engine} | ${row.runners} | ${row.runs} | ${row.modelDelayMillis} ms | ${row.runsPerSecond.toFixed(0)} | ${row.p50Millis.toFixed(0)} ms | ${row.p99Millis.toFixed(0)} ms | ${row.statementsPerRun.toFixed(1)} | ${row.requestsPerRun} | ${
+    `| ${row.engine} | ${row.runners}${row.joining === true ? ' (the second joins as the runs start)' : ''} | ${row.runs} | ${row.modelDelayMillis} ms | ${row.runsPerSecond.toFixed(0)} | ${row.p50Millis.toFixed(0)} ms | ${row.p99Millis.toFixed(0)} ms | ${row.statementsPerRun.toFixed(1)} | ${row.requestsPerRun} | ${
       row.database === undefined ? '— (in the runner)' : `${row.database.cpuMillisPerRun.toFixed(2)} ms (${(row.database.coreShare * 100).toFixed(0)}%)`
     } | ${row.failed} |`),
   '',
