@@ -273,6 +273,8 @@ const startRunner = async (config: RunnerConfig) => {
   }
 }
 
+type Runner = Awaited<ReturnType<typeof startRunner>>
+
 // The runners keep effect's default shards.
 const allShards = ShardingConfig.defaults.shardsPerGroup * ShardingConfig.defaults.availableShardGroups.length
 
@@ -282,14 +284,16 @@ const allShards = ShardingConfig.defaults.shardsPerGroup * ShardingConfig.defaul
  * later: runs started meanwhile wait for their shard's handoff, which is
  * not the steady state the load case measures.
  */
-const settled = async (runners: ReadonlyArray<Awaited<ReturnType<typeof startRunner>>>) => {
-  for (;;) {
+const settled = async (runners: ReadonlyArray<Runner>) => {
+  const deadline = performance.now() + 60_000
+  while (performance.now() < deadline) {
     const shards = await Promise.all(runners.map((runner) => runner.ask<{ readonly held: number; readonly releasing: number }>('shards')))
     const held = shards.map((runner) => runner.held)
     const moving = shards.some((runner) => runner.releasing > 0)
     if (!moving && held.every((count) => count > 0) && held.reduce((sum, count) => sum + count, 0) === allShards) return
     await new Promise((resolve) => setTimeout(resolve, 100))
   }
+  throw new Error(`The shards did not settle between the ${runners.length} runners within 60 s`)
 }
 
 /**
@@ -307,7 +311,7 @@ const twoRunnersCase = async (
   joining: boolean,
 ): Promise<DurableLoadRow> => {
   const server = await modelAnswering(modelDelayMillis)
-  const runners: Array<Awaited<ReturnType<typeof startRunner>>> = []
+  const runners: Array<Runner> = []
   try {
     const start = async (name: string) =>
       runners.push(await startRunner({ postgres: postgres.url, modelURL: server.baseURL, port: await freePort(), name, runs: runs / 2 }))
