@@ -16,10 +16,14 @@ const statOf = (pid: number): ReadonlyArray<string> | undefined => {
   }
 }
 
+/** User and system time of a process's stat fields; with `children`, also those of its children that ended. */
+const ticksOf = (fields: ReadonlyArray<string>, children = false): number =>
+  Number(fields[11]) + Number(fields[12]) + (children ? Number(fields[13]) + Number(fields[14]) : 0)
+
 /** The process's user and system time so far. */
 export const cpuMicros = (pid: number): number => {
   const fields = statOf(pid)
-  return fields === undefined ? 0 : (Number(fields[11]) + Number(fields[12])) * microsPerTick
+  return fields === undefined ? 0 : ticksOf(fields) * microsPerTick
 }
 
 /**
@@ -29,12 +33,12 @@ export const cpuMicros = (pid: number): number => {
 export const treeCpuMicros = (rootPid: number): number => {
   const root = statOf(rootPid)
   if (root === undefined) return 0
-  let micros = (Number(root[11]) + Number(root[12]) + Number(root[13]) + Number(root[14])) * microsPerTick
+  let ticks = ticksOf(root, true)
   for (const entry of readdirSync('/proc')) {
     const pid = Number(entry)
     if (!Number.isInteger(pid) || pid === rootPid) continue
     const fields = statOf(pid)
-    if (fields !== undefined && Number(fields[1]) === rootPid) micros += (Number(fields[11]) + Number(fields[12])) * microsPerTick
+    if (fields !== undefined && Number(fields[1]) === rootPid) ticks += ticksOf(fields)
   }
-  return micros
+  return ticks * microsPerTick
 }

@@ -13,7 +13,7 @@ import * as ClusterMetrics from 'effect/cluster/ClusterMetrics'
 import { createInterface } from 'node:readline'
 import { pgClient } from '../test/support/backends.ts'
 import { countStatements } from '../test/support/roundTrips.ts'
-import { answerPrefix, messages, ordersAgent } from './durable.ts'
+import { answerPrefix, messages, ordersAgent, runAtOnce } from './durable.ts'
 
 /** What the bench gives the runner, in AI_EFFECT_BENCH_RUNNER. */
 export interface RunnerConfig {
@@ -33,12 +33,7 @@ const runtime = ManagedRuntime.make(durable.layer.pipe(Layer.provideMerge(
 /** An answer, on a line of its own behind `answerPrefix`: the engine logs to stdout too. */
 const say = (message: object) => process.stdout.write(`${answerPrefix}${JSON.stringify(message)}\n`)
 
-const runAll = (prefix: string, runs: number) =>
-  Promise.all(Array.from({ length: runs }, async (_, index) => {
-    const begin = performance.now()
-    const exit = await runtime.runPromiseExit(durable.run({ runId: `${config.name}-${prefix}-${index}`, messages }))
-    return { millis: performance.now() - begin, failed: exit._tag === 'Failure' }
-  }))
+const runAll = (prefix: string, runs: number) => runAtOnce(runtime, durable, `${config.name}-${prefix}`, runs)
 
 let statementsAtGo = 0
 await runtime.runPromise(durable.run({ runId: `${config.name}-first`, messages }))

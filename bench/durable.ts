@@ -22,7 +22,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import { pgClient } from '../test/support/backends.ts'
-import { countStatements } from '../test/support/roundTrips.ts'
+import { countStatements, requestsPerRun } from '../test/support/roundTrips.ts'
 import { freePort, missing, startPostgres, type TestServer } from '../test/support/services.ts'
 import { getOrderDef } from '../test/support/tools.ts'
 import { pair, type PairResult } from './chat.ts'
@@ -62,14 +62,6 @@ export interface DurableRow extends PairResult {
   readonly statementsWithChatPerRun?: number
 }
 
-/** Counts the statements of 20 runs, one at a time, so that only their own count. */
-const statementsPerRunOf = async (run: () => Promise<unknown>, statements: { readonly count: () => number }) => {
-  const before = statements.count()
-  const counted = 20
-  for (let i = 0; i < counted; i++) await run()
-  return (statements.count() - before) / counted
-}
-
 /** The activities of the bench's run: two model turns, one tool call, and the run's end. */
 export const activitiesPerRun = 4
 
@@ -97,7 +89,7 @@ const durableCase = async (
     const measured = await (async () => {
       try {
         const timed = await pair(name, undefined, options, () => Effect.runPromise(Stream.runDrain(AI.runAgent(agent, { messages }))), plain.run)
-        return options.chatStores === undefined ? timed : { ...timed, statementsPerRun: await statementsPerRunOf(plain.run, statements) }
+        return options.chatStores === undefined ? timed : { ...timed, statementsPerRun: await requestsPerRun(statements, plain.run) }
       } finally {
         // One engine at a time: SQLite's engine lock admits one per file, and the counted chat runs come next.
         await plain.runtime.dispose()
@@ -107,7 +99,7 @@ const durableCase = async (
     const withChat = countStatements()
     const chat = runsOn(Layer.merge(engineOf(withChat.layer), options.chatStores(withChat.layer)))
     try {
-      return { ...measured, statementsWithChatPerRun: await statementsPerRunOf(chat.run, withChat) }
+      return { ...measured, statementsWithChatPerRun: await requestsPerRun(withChat, chat.run) }
     } finally {
       await chat.runtime.dispose()
     }
@@ -175,6 +167,19 @@ const percentile = (values: ReadonlyArray<number>, p: number) => [...values].sor
 
 const modelAnswering = (delayMs: number) => startFakeOpenAI((request) => ({ ...model(request), delayMs }))
 
+/** Starts `runs` runs of the bench's agent at once; each run's time, and whether it failed. */
+export const runAtOnce = (
+  runtime: ManagedRuntime.ManagedRuntime<DurableAgent.DurableServices, unknown>,
+  durable: ReturnType<typeof ordersAgent>,
+  prefix: string,
+  runs: number,
+) =>
+  Promise.all(Array.from({ length: runs }, async (_, index) => {
+    const begin = performance.now()
+    const exit = await runtime.runPromiseExit(durable.run({ runId: `${prefix}-${index}`, messages }))
+    return { millis: performance.now() - begin, failed: exit._tag === 'Failure' }
+  }))
+
 /** What a load case measured, into its row. */
 const loadRow = (
   measured: Omit<DurableLoadRow, 'runsPerSecond' | 'p50Millis' | 'p99Millis' | 'failed' | 'database'> & {
@@ -219,11 +224,7 @@ const oneRunnerCase = async (
     const statementsBefore = statements.count()
     const cpuBefore = databasePid === undefined ? 0 : treeCpuMicros(databasePid)
     const started = performance.now()
-    const outcomes = await Promise.all(Array.from({ length: runs }, async (_, index) => {
-      const begin = performance.now()
-      const exit = await runtime.runPromiseExit(durable.run({ runId: `load-${started}-${index}`, messages }))
-      return { millis: performance.now() - begin, failed: exit._tag === 'Failure' }
-    }))
+    const outcomes = await runAtOnce(runtime, durable, `load-${started}`, runs)
     return loadRow({
       engine,
       runners: 1,

@@ -18,7 +18,7 @@ import { mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { pgClient } from '../test/support/backends.ts'
-import { countStatements } from '../test/support/roundTrips.ts'
+import { countStatements, requestsPerRun } from '../test/support/roundTrips.ts'
 import { missing, startPostgres } from '../test/support/services.ts'
 import { pair } from './chat.ts'
 
@@ -57,19 +57,14 @@ const engineCase = async (storage: string, client: Layer.Layer<SqlClient, unknow
   ))
   let run = 0
   const runOf = (workflow: typeof empty.workflow) => () => runtime.runPromise(workflow.execute({ id: `${storage}-${run++}` }))
-  const countOf = async (workflow: typeof empty.workflow) => {
-    const before = statements.count()
-    for (let i = 0; i < 20; i++) await runOf(workflow)()
-    return (statements.count() - before) / 20
-  }
   try {
     const timed = await pair(`effect's engine on ${storage}`, undefined, options, runOf(empty.workflow), runOf(stepped.workflow))
     return {
       storage,
       runMicros: timed.rawMicros,
       stepsMicros: timed.oursMicros,
-      statementsPerRun: await countOf(empty.workflow),
-      statementsPerStepsRun: await countOf(stepped.workflow),
+      statementsPerRun: await requestsPerRun(statements, runOf(empty.workflow)),
+      statementsPerStepsRun: await requestsPerRun(statements, runOf(stepped.workflow)),
     }
   } finally {
     await runtime.dispose()

@@ -108,14 +108,15 @@ export const makeSqlStore = Effect.fnUntraced(function*(options?: SqlStoreOption
       WHERE tool = ${id.tool} AND effect_key = ${id.key} AND expires_at > ${now}
         AND (record IS NOT NULL OR (owner IS NOT NULL AND lease_expires_at > ${now}))`
 
+  /** The record a `get` read, if any. */
+  const recordIn = (id: EffectId, [row]: ReadonlyArray<{ readonly record: string }>) =>
+    row === undefined ? Effect.succeedNone : Effect.map(EffectStoreError.readRecord("get", id, row.record), Option.some)
+
   const get = (id: EffectId) =>
-    Effect.gen(function*() {
-      const rows = yield* Effect.flatMap(currentTime, (now) => recordRow(id, now)).pipe(
-        Effect.mapError(EffectStoreError.unavailable("get", id))
-      )
-      const [row] = rows
-      return row === undefined ? Option.none<Recorded>() : Option.some(yield* EffectStoreError.readRecord("get", id, row.record))
-    })
+    Effect.flatMap(
+      Effect.mapError(Effect.flatMap(currentTime, (now) => recordRow(id, now)), EffectStoreError.unavailable("get", id)),
+      (rows) => recordIn(id, rows)
+    )
 
   /**
    * The row of a key as a claim sees it: `fence` when this call claimed it;
@@ -273,10 +274,7 @@ export const makeSqlStore = Effect.fnUntraced(function*(options?: SqlStoreOption
           fiber.getRef(DirectStatementObserver)
         )
         if (rows === undefined) return deadline("get", id, get(id))
-        return Effect.flatMap(Effect.mapError(rows, EffectStoreError.unavailable("get", id)), ([row]) =>
-          row === undefined
-            ? Effect.succeedNone
-            : Effect.map(EffectStoreError.readRecord("get", id, row.record), Option.some))
+        return Effect.flatMap(Effect.mapError(rows, EffectStoreError.unavailable("get", id)), (rows) => recordIn(id, rows))
       }),
     claim: (id, options) =>
       Effect.withFiber((fiber) => {

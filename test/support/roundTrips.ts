@@ -13,6 +13,13 @@ export interface RoundTrips {
   readonly count: () => number
 }
 
+/** The requests of `runs` runs, one at a time so that only their own count, per run. */
+export const requestsPerRun = async (roundTrips: RoundTrips, run: () => Promise<unknown>, runs = 20): Promise<number> => {
+  const before = roundTrips.count()
+  for (let i = 0; i < runs; i++) await run()
+  return (roundTrips.count() - before) / runs
+}
+
 /** A layer that counts every SQL statement run in its context. */
 export const countStatements = (): RoundTrips & {
   readonly layer: Layer.Layer<never>
