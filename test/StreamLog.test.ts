@@ -13,7 +13,7 @@ import { Effect, type Layer, ManagedRuntime } from "effect"
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { cancelClaimName, checkCancel, checkFirstEpoch, firstEpochClaimName } from "./support/streamLogs.ts"
+import { cancelClaimName, checkCancel, checkFirstEpoch, firstEpochClaimName, text } from "./support/streamLogs.ts"
 
 const harnessOf = (runtime: ManagedRuntime.ManagedRuntime<AI.StreamLog, unknown>): DurabilityHarness => ({
   open: (runId, offset) => runtime.runPromise(Effect.flatMap(Effect.service(AI.StreamLog), (log) => log.durability({ runId, offset }))),
@@ -58,7 +58,6 @@ describe("layerSqliteStreamLog, one file", () => {
   it(firstEpochClaimName, () => checkFirstEpoch(runtime))
 })
 
-const text = (delta: string): StreamChunk => ({ type: "TEXT_MESSAGE_CONTENT", messageId: "m", delta, timestamp: 0 }) as StreamChunk
 
 /** A run of core's shape: start, three deltas, a tool's progress, finish. */
 const runChunks = (): Array<StreamChunk> => [

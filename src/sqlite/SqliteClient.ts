@@ -1,8 +1,8 @@
 /**
  * A small `SqlClient` over `node:sqlite`, internal to the sqlite store: one
- * serialized connection, prepared statements cached by text, WAL mode, and
- * a short busy timeout, retried without blocking while another process
- * holds the write lock. Beside it, `SqliteReads` runs the same prepared
+ * connection, prepared statements cached by text, WAL mode, a group commit
+ * for the writes of concurrent fibers, and a short busy timeout, retried
+ * without blocking while another process holds the write lock. Beside it, `SqliteReads` runs the same prepared
  * statements without `effect/sql`'s statement path, for the reads on a hot
  * path (a replay).
  *
@@ -14,7 +14,7 @@
 import { mkdirSync } from "node:fs"
 import { dirname } from "node:path"
 import type { StatementSync } from "node:sqlite"
-import { Context, Effect, Exit, Layer, Schedule, Semaphore, Stream } from "effect"
+import { Context, Deferred, Effect, Exit, Layer, Schedule, Semaphore, Stream } from "effect"
 import * as Reactivity from "effect/reactivity/Reactivity"
 import { SqlClient } from "effect/sql/SqlClient"
 import * as Client from "effect/sql/SqlClient"
@@ -35,6 +35,43 @@ const classify = (cause: unknown, operation: string) =>
 
 const isLocked = (error: SqlError) => error.reason._tag === "LockTimeoutError"
 
+/** A statement that writes, and so may share a group commit. Anything else (a read, DDL, a PRAGMA) runs alone. */
+const isWrite = (sql: string) => /^\s*(?:INSERT|UPDATE|DELETE|REPLACE)\b/i.test(sql)
+
+/** Rows are objects or arrays as the caller asked; SqlConnection types them loosely. */
+const rowsOf = (statement: StatementSync, params: ReadonlyArray<unknown>, arrays: boolean): ReadonlyArray<any> => {
+  statement.setReturnArrays(arrays)
+  // Parameters come from the statement compiler, which only emits SQLite values.
+  const args = params as Array<any>
+  if (statement.columns().length > 0) return statement.all(...args).map((row) => arrays ? row : { ...row })
+  statement.run(...args)
+  return []
+}
+
+/** A write waiting for its group commit. */
+interface PendingWrite {
+  readonly statement: () => StatementSync
+  readonly params: ReadonlyArray<unknown>
+  readonly arrays: boolean
+  readonly done: Deferred.Deferred<ReadonlyArray<any>, SqlError>
+}
+
+/**
+ * One connection, and the two ways `effect/sql` uses it:
+ *
+ * - `outside`: a statement outside a transaction. A write joins the group
+ *   commit: the writes of one turn of the event loop (any fiber's) wait,
+ *   then run in one transaction on the next turn, and each answers once
+ *   that commit is durable. Concurrent runs then share one sync of the WAL
+ *   instead of paying one each, and the write lock is held only while the
+ *   group runs, synchronously, so that other connections to the file never
+ *   wait for it across turns. A statement that fails inside the group is
+ *   undone alone (SQLite's statement rollback), and the others still commit.
+ *   A read runs at once: a write that has not answered may or may not be in
+ *   it, as with any concurrent write.
+ * - `transaction`: an explicit transaction's statements. It starts once the
+ *   open group has committed, and statements outside it wait for its end.
+ */
 const makeConnection = (filename: string) =>
   Effect.gen(function*() {
     // Loaded when the layer is built, not when the module is imported: Node 22
@@ -61,25 +98,122 @@ const makeConnection = (filename: string) =>
       if (statement === undefined) statements.set(sql, statement = db.prepare(sql))
       return statement
     }
-    // Rows are objects or arrays as the caller asked; SqlConnection types them loosely.
-    const run = (statement: () => StatementSync, params: ReadonlyArray<unknown>, arrays: boolean): Effect.Effect<ReadonlyArray<any>, SqlError> =>
+    // A busy database answers within the busy timeout; waiting between
+    // attempts leaves the event loop to everyone else. The store's deadline
+    // bounds the whole wait.
+    const retryWhileLocked = <A>(effect: Effect.Effect<A, SqlError>) =>
+      Effect.retry(effect, { while: isLocked, schedule: Schedule.jittered(Schedule.spaced("5 millis")) })
+
+    /** Writes waiting for the group commit, in the order they came. */
+    let pending: Array<PendingWrite> = []
+    /** The end of the explicit transaction in progress. */
+    let transactionEnd: Deferred.Deferred<void> | undefined
+
+    // All pending writes in one transaction, each answered once it commits.
+    const commitPending = () => {
+      const writes = pending
+      if (writes.length === 0) return
+      pending = []
+      const failAll = (cause: unknown) => {
+        const error = new SqlError({ reason: classify(cause, "commit") })
+        for (const write of writes) Deferred.doneUnsafe(write.done, Exit.fail(error))
+      }
+      try {
+        db.exec("BEGIN IMMEDIATE")
+      } catch (cause) {
+        return failAll(cause)
+      }
+      const answers: Array<Exit.Exit<ReadonlyArray<any>, SqlError>> = []
+      for (const write of writes) {
+        try {
+          answers.push(Exit.succeed(rowsOf(write.statement(), write.params, write.arrays)))
+        } catch (cause) {
+          // A failed statement is undone alone; one that ends the transaction (a full disk, say) undoes them all.
+          if (!db.isTransaction) return failAll(cause)
+          answers.push(Exit.fail(new SqlError({ reason: classify(cause, "execute") })))
+        }
+      }
+      try {
+        db.exec("COMMIT")
+      } catch (cause) {
+        try {
+          if (db.isTransaction) db.exec("ROLLBACK")
+        } catch {
+          // The next group's BEGIN then fails, and its writes with it: the connection fails closed.
+        }
+        return failAll(cause)
+      }
+      writes.forEach((write, index) => Deferred.doneUnsafe(write.done, answers[index]!))
+    }
+    // Writes of a closing layer still commit.
+    yield* Effect.addFinalizer(() => Effect.sync(commitPending))
+
+    const runOutside = (
+      sql: string,
+      statement: () => StatementSync,
+      params: ReadonlyArray<unknown>,
+      arrays: boolean
+    ): Effect.Effect<ReadonlyArray<any>, SqlError> =>
+      Effect.suspend(() => {
+        if (transactionEnd !== undefined) return Effect.andThen(Deferred.await(transactionEnd), runOutside(sql, statement, params, arrays))
+        if (!isWrite(sql)) return runNow(statement, params, arrays)
+        const write: PendingWrite = { statement, params, arrays, done: Deferred.makeUnsafe() }
+        if (pending.push(write) === 1) setImmediate(commitPending)
+        // A write interrupted before its group runs is not written.
+        return Effect.onInterrupt(Deferred.await(write.done), () =>
+          Effect.sync(() => {
+            const index = pending.indexOf(write)
+            if (index >= 0) pending.splice(index, 1)
+          }))
+      }).pipe(retryWhileLocked)
+
+    const runNow = (statement: () => StatementSync, params: ReadonlyArray<unknown>, arrays: boolean) =>
       Effect.try({
-        try: () => {
-          const prepared = statement()
-          prepared.setReturnArrays(arrays)
-          // Parameters come from the statement compiler, which only emits SQLite values.
-          const args = params as Array<any>
-          if (prepared.columns().length > 0) return prepared.all(...args).map((row) => arrays ? row : { ...row })
-          prepared.run(...args)
-          return []
-        },
+        try: () => rowsOf(statement(), params, arrays),
         catch: (cause) => new SqlError({ reason: classify(cause, "execute") })
-      }).pipe(
-        // A busy database answers within the busy timeout; waiting between
-        // attempts leaves the event loop to everyone else. The store's
-        // deadline bounds the whole wait.
-        Effect.retry({ while: isLocked, schedule: Schedule.jittered(Schedule.spaced("5 millis")) })
+      })
+
+    const connectionOf = (
+      run: (sql: string, statement: () => StatementSync, params: ReadonlyArray<unknown>, arrays: boolean) => Effect.Effect<ReadonlyArray<any>, SqlError>
+    ): Connection => {
+      const rows = (sql: string, params: ReadonlyArray<unknown>, transformRows: (<A extends object>(rows: ReadonlyArray<A>) => ReadonlyArray<A>) | undefined, unprepared = false) =>
+        Effect.map(run(sql, () => unprepared ? db.prepare(sql) : prepared(sql), params, false), (rows) => transformRows ? transformRows(rows as Array<object>) : rows)
+      return {
+        execute: (sql, params, transformRows) => rows(sql, params, transformRows),
+        executeRaw: (sql, params) => run(sql, () => prepared(sql), params, false),
+        executeValues: (sql, params) => run(sql, () => prepared(sql), params, true),
+        executeValuesUnprepared: (sql, params) => run(sql, () => db.prepare(sql), params, true),
+        executeUnprepared: (sql, params, transformRows) => rows(sql, params, transformRows, true),
+        executeStream: (sql, params, transformRows) => Stream.fromIterableEffect(rows(sql, params, transformRows))
+      }
+    }
+    const outside = connectionOf(runOutside)
+    const inTransaction = connectionOf((_sql, statement, params, arrays) => retryWhileLocked(runNow(statement, params, arrays)))
+
+    // One explicit transaction at a time; it starts after the open group's commit.
+    const semaphore = yield* Semaphore.make(1)
+    const transactionAcquirer = Effect.uninterruptibleMask((restore) =>
+      Effect.andThen(
+        restore(semaphore.takeScoped(1)),
+        Effect.acquireRelease(
+          Effect.sync(() => {
+            commitPending()
+            transactionEnd = Deferred.makeUnsafe<void>()
+            return inTransaction
+          }),
+          () =>
+            Effect.sync(() => {
+              const ended = transactionEnd
+              transactionEnd = undefined
+              if (ended !== undefined) Deferred.doneUnsafe(ended, Exit.void)
+            })
+        )
       )
+    )
+    const rollback = Effect.sync(() => {
+      if (db.isTransaction) db.exec("ROLLBACK")
+    })
+
     // Statements of direct reads apart, so that their row shape is set once.
     const readStatements = new Map<string, StatementSync>()
     const reads = SqliteReads.of({
@@ -102,20 +236,7 @@ const makeConnection = (filename: string) =>
         }
       }
     })
-    const connection: Connection = {
-      execute: (sql, params, transformRows) =>
-        Effect.map(run(() => prepared(sql), params, false), (rows) => transformRows ? transformRows(rows as Array<object>) : rows),
-      executeRaw: (sql, params) => run(() => prepared(sql), params, false),
-      executeValues: (sql, params) => run(() => prepared(sql), params, true),
-      executeValuesUnprepared: (sql, params) => run(() => db.prepare(sql), params, true),
-      executeUnprepared: (sql, params, transformRows) =>
-        Effect.map(run(() => db.prepare(sql), params, false), (rows) => transformRows ? transformRows(rows as Array<object>) : rows),
-      executeStream: (sql, params, transformRows) =>
-        Stream.fromIterableEffect(
-          Effect.map(run(() => prepared(sql), params, false), (rows) => transformRows ? transformRows(rows as Array<object>) : rows)
-        )
-    }
-    return { connection, reads }
+    return { outside, transactionAcquirer, rollback, isTransaction: () => db.isTransaction, reads }
   })
 
 /** A `SqlClient` on one SQLite file, its folder created when missing (`":memory:"` keeps it in memory). */
@@ -129,13 +250,13 @@ export const layerFile = (filename: string): Layer.Layer<SqlClient | SqliteReads
 export const layer = (filename: string): Layer.Layer<SqlClient | SqliteReads, SqlError> =>
   Layer.effectContext(
     Effect.gen(function*() {
-      const { connection, reads } = yield* makeConnection(filename)
-      const acquirers = Client.makeSqliteAcquirers({
-        connection: Effect.succeed(connection),
-        semaphore: yield* Semaphore.make(1)
-      })
+      const { outside, transactionAcquirer, rollback, isTransaction, reads } = yield* makeConnection(filename)
       const client = yield* Client.make({
-        ...acquirers,
+        acquirer: Effect.succeed(outside),
+        borrower: (f) => f(outside),
+        transactionAcquirer,
+        isTransaction,
+        onCommitFailure: () => rollback,
         compiler: Statement.makeCompilerSqlite(),
         driver: "node:sqlite",
         spanAttributes: [["db.system.name", "sqlite"]]

@@ -40,4 +40,5 @@ export const checkFirstEpoch = async (runtime: ManagedRuntime.ManagedRuntime<AI.
   expect([await claim(), await claim(), await claim()]).toEqual([1, 2, 3])
 }
 
-const text = (delta: string): StreamChunk => ({ type: "TEXT_MESSAGE_CONTENT", messageId: "m", delta, timestamp: 0 }) as StreamChunk
+/** A text delta of message `m`. */
+export const text = (delta: string): StreamChunk => ({ type: "TEXT_MESSAGE_CONTENT", messageId: "m", delta, timestamp: 0 }) as StreamChunk
