@@ -2,9 +2,9 @@
  * A small `SqlClient` over `node:sqlite`, internal to the sqlite store: one
  * connection, prepared statements cached by text, WAL mode, a group commit
  * for the writes of concurrent fibers, and a short busy timeout, retried
- * without blocking while another process holds the write lock. Beside it, `SqliteReads` runs the same prepared
- * statements without `effect/sql`'s statement path, for the reads on a hot
- * path (a replay).
+ * without blocking while another process holds the write lock. Beside it,
+ * `SqliteReads` runs the same prepared statements without `effect/sql`'s
+ * statement path, for the reads on a hot path (a replay).
  *
  * The 4.x `@effect/sql-sqlite-*` packages on npm import modules that effect
  * 4.1 no longer has, so the store brings the driver it needs.
