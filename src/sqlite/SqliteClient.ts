@@ -176,15 +176,19 @@ const makeConnection = (filename: string) =>
     const connectionOf = (
       run: (sql: string, statement: () => StatementSync, params: ReadonlyArray<unknown>, arrays: boolean) => Effect.Effect<ReadonlyArray<any>, SqlError>
     ): Connection => {
-      const rows = (sql: string, params: ReadonlyArray<unknown>, transformRows: (<A extends object>(rows: ReadonlyArray<A>) => ReadonlyArray<A>) | undefined, unprepared = false) =>
-        Effect.map(run(sql, () => unprepared ? db.prepare(sql) : prepared(sql), params, false), (rows) => transformRows ? transformRows(rows as Array<object>) : rows)
+      const rows = (
+        sql: string,
+        statement: () => StatementSync,
+        params: ReadonlyArray<unknown>,
+        transformRows: (<A extends object>(rows: ReadonlyArray<A>) => ReadonlyArray<A>) | undefined
+      ) => Effect.map(run(sql, statement, params, false), (rows) => transformRows ? transformRows(rows as Array<object>) : rows)
       return {
-        execute: (sql, params, transformRows) => rows(sql, params, transformRows),
+        execute: (sql, params, transformRows) => rows(sql, () => prepared(sql), params, transformRows),
         executeRaw: (sql, params) => run(sql, () => prepared(sql), params, false),
         executeValues: (sql, params) => run(sql, () => prepared(sql), params, true),
         executeValuesUnprepared: (sql, params) => run(sql, () => db.prepare(sql), params, true),
-        executeUnprepared: (sql, params, transformRows) => rows(sql, params, transformRows, true),
-        executeStream: (sql, params, transformRows) => Stream.fromIterableEffect(rows(sql, params, transformRows))
+        executeUnprepared: (sql, params, transformRows) => rows(sql, () => db.prepare(sql), params, transformRows),
+        executeStream: (sql, params, transformRows) => Stream.fromIterableEffect(rows(sql, () => prepared(sql), params, transformRows))
       }
     }
     const outside = connectionOf(runOutside)
