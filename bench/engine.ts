@@ -9,7 +9,7 @@
  * counted at the driver.
  */
 import * as NodeCrypto from '@effect/platform-node/NodeCrypto'
-import { layerFile as sqliteClient } from '../src/sqlite/SqliteClient.ts'
+import { layerSqliteClient } from '@tanstack/ai-effect/sqlite'
 import { Effect, Layer, ManagedRuntime, Schema } from 'effect'
 import { ClusterWorkflowEngine, SingleRunner } from 'effect/cluster'
 import type { SqlClient } from 'effect/sql/SqlClient'
@@ -73,7 +73,7 @@ const engineCase = async (storage: string, client: Layer.Layer<SqlClient, unknow
 
 export const benchEngine = async (options: { readonly quick: boolean }): Promise<ReadonlyArray<EngineRow>> => {
   const sizes = { rounds: options.quick ? 3 : 7, iterations: options.quick ? 10 : 30 }
-  const rows = [await engineCase('SQLite', sqliteClient(join(mkdtempSync(join(tmpdir(), 'ai-effect-bench-engine-')), 'engine.db')), sizes)]
+  const rows = [await engineCase('SQLite', layerSqliteClient({ filename: join(mkdtempSync(join(tmpdir(), 'ai-effect-bench-engine-')), 'engine.db') }), sizes)]
   if (missing('postgres') === undefined) {
     const postgres = await startPostgres()
     try {

@@ -190,7 +190,7 @@ const httpRows = (rows: ReadonlyArray<HttpRow>) =>
     const core = rows.find((other) => other.case === row.case && other.server === 'core')!
     const ratio = row.requestsPerSecond / core.requestsPerSecond
     const verdict = row.server === 'effect'
-      ? ratio >= 0.9 ? 'met (≥ 0.9x)' : `**missed** (≥ 0.9x); pays for keeping the conversation: its thread saved twice, the thread lock taken and released, the run's log claimed and appended: 14 writes on one SQLite file, sharing commits with concurrent runs`
+      ? ratio >= 0.9 ? 'met (≥ 0.9x)' : `**missed** (≥ 0.9x); pays for keeping the conversation: its thread saved twice, the thread lock taken and released, the run's log claimed and appended: 14 writes on one connection to one SQLite file, sharing commits with concurrent runs`
       : row.server === 'effect-durable'
       ? 'no target: each run also goes through the durable engine (the statements above) before its first chunk is written to the log'
       : ''

@@ -18,7 +18,7 @@ const modules: ReadonlyArray<{ readonly importPath: string; readonly files: Read
     importPath: '@tanstack/ai-effect',
     files: ['Chat.ts', 'ServerTool.ts', 'ToolSchema.ts', 'EffectTool.ts', 'EffectToolError.ts', 'EffectLease.ts', 'StreamLog.ts', 'Locks.ts', 'ThreadStore.ts', 'EffectStore.ts', 'EffectKey.ts', 'EffectMarker.ts', 'RunContext.ts', 'Agent.ts', 'Activities.ts', 'AiError.ts', 'ServerSentEvents.ts'],
   },
-  { importPath: '@tanstack/ai-effect/sqlite', files: ['sqlite/SqliteEffectStore.ts', 'sqlite/SqliteStreamLog.ts', 'sqlite/SqliteThreadStore.ts'] },
+  { importPath: '@tanstack/ai-effect/sqlite', files: ['sqlite/SqliteClient.ts', 'sqlite/SqliteEffectStore.ts', 'sqlite/SqliteStreamLog.ts', 'sqlite/SqliteThreadStore.ts'] },
   { importPath: '@tanstack/ai-effect/sql', files: ['sql/SqlEffectStore.ts', 'sql/SqlStreamLog.ts', 'sql/SqlThreadStore.ts'] },
   { importPath: '@tanstack/ai-effect/redis', files: ['redis/RedisEffectStore.ts', 'redis/RedisStreamLog.ts', 'redis/RedisThreadStore.ts'] },
   { importPath: '@tanstack/ai-effect/http', files: ['http/ChatRoute.ts'] },

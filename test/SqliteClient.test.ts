@@ -2,20 +2,21 @@
  * The embedded SQLite connection's group commit: the writes of one turn of
  * the event loop share one transaction and one sync of the WAL, and each
  * answers only once that commit is durable. Seen through the public
- * delivery log (a second connection reads the WAL and the rows), and on the
- * internal `SqlClient` for what the stores never provoke: a statement that
- * fails inside a group, an interrupted write, an explicit transaction.
+ * delivery log (a second connection reads the WAL and the rows), across
+ * stores on one `layerSqliteClient`, and on that client alone for what the
+ * stores never provoke: a statement that fails inside a group, an
+ * interrupted write, an explicit transaction.
  */
-import { mkdtempSync } from "node:fs"
+import { mkdtempSync, readFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { DatabaseSync } from "node:sqlite"
 import { describe, expect, it } from "@effect/vitest"
 import * as AI from "@tanstack/ai-effect"
-import { layerSqliteStreamLog } from "@tanstack/ai-effect/sqlite"
+import { layerSqlStreamLog, layerSqlThreadStore } from "@tanstack/ai-effect/sql"
+import { layerSqliteClient, layerSqliteStreamLog } from "@tanstack/ai-effect/sqlite"
 import { Deferred, Effect, Fiber, Layer } from "effect"
 import { SqlClient } from "effect/sql/SqlClient"
-import * as SqliteClient from "../src/sqlite/SqliteClient.ts"
 import { text } from "./support/streamLogs.ts"
 
 const freshFile = () => join(mkdtempSync(join(tmpdir(), "ai-effect-sqlite-client-")), "chat.db")
@@ -28,6 +29,18 @@ const otherConnection = (filename: string) => {
     truncateWal: () => db.exec("PRAGMA wal_checkpoint(TRUNCATE)"),
     /** How many frames the WAL holds: a commit writes one frame per page it changed. */
     walFrames: () => Number((db.prepare("PRAGMA wal_checkpoint(PASSIVE)").get() as { log: number }).log),
+    /** How many commits the WAL holds: a commit's last frame records the database's size, every other frame 0. */
+    walCommits: () => {
+      const wal = readFileSync(`${filename}-wal`)
+      const pageSize = wal.readUInt32BE(8)
+      const salt = wal.subarray(16, 24)
+      let commits = 0
+      // A frame is a 24-byte header and a page; frames left from before the last reset carry an older salt.
+      for (let frame = 32; frame + 24 + pageSize <= wal.length && wal.subarray(frame + 8, frame + 16).equals(salt); frame += 24 + pageSize) {
+        if (wal.readUInt32BE(frame + 4) !== 0) commits++
+      }
+      return commits
+    },
     chunksOf: (runId: string) => (db.prepare("SELECT COUNT(*) AS n FROM ai_stream_chunks WHERE run_id = ?").get(runId) as { n: number }).n,
     close: () => db.close()
   }
@@ -72,13 +85,38 @@ describe("the SQLite group commit, seen through the delivery log", () => {
   })
 })
 
-describe("the SQLite group commit, on the internal SqlClient", () => {
+describe("stores on one layerSqliteClient", () => {
+  it.live("share its commits: a log append and a thread save made together commit once", () => {
+    const filename = freshFile()
+    return Effect.gen(function*() {
+      const log = yield* AI.StreamLog
+      const threads = yield* AI.ThreadStore
+      const adapter = yield* log.durability({ runId: "run-shared", offset: null })
+      // The producer claims its log at its first write; then the WAL is emptied.
+      yield* Effect.promise(() => adapter.append([text("first")]))
+      const other = otherConnection(filename)
+      other.truncateWal()
+      yield* Effect.all([
+        Effect.promise(() => adapter.append([text("second")])),
+        threads.save("thread-shared", { messages: [], activeRun: null, interrupts: null })
+      ], { concurrency: "unbounded" })
+      const commits = other.walCommits()
+      const stored = other.chunksOf("run-shared")
+      other.close()
+      expect(stored).toBe(2)
+      // A connection per store would commit each write on its own.
+      expect(commits).toBe(1)
+    }).pipe(Effect.provide(Layer.mergeAll(layerSqlStreamLog(), layerSqlThreadStore()).pipe(Layer.provide(layerSqliteClient({ filename })))))
+  })
+})
+
+describe("the SQLite group commit, on layerSqliteClient", () => {
   const withTable = <A, E>(body: (sql: SqlClient) => Effect.Effect<A, E>) =>
     Effect.gen(function*() {
       const sql = yield* SqlClient
       yield* sql`CREATE TABLE items (name TEXT PRIMARY KEY)`
       return yield* body(sql)
-    }).pipe(Effect.provide(Layer.fresh(SqliteClient.layer(freshFile()))))
+    }).pipe(Effect.provide(Layer.fresh(layerSqliteClient({ filename: freshFile() }))))
 
   const names = (sql: SqlClient) => Effect.map(sql<{ name: string }>`SELECT name FROM items ORDER BY name`, (rows) => rows.map((row) => row.name))
 

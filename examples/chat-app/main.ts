@@ -24,8 +24,8 @@ console.log(
 )
 
 const effectsDb = process.env.EFFECTS_DB ?? '.data/effects.db'
-const conversations = conversationStoreFromEnv(process.env, effectsDb)
-console.log(`Conversations are kept in ${conversations._tag === 'sqlite' ? conversations.filename : conversations._tag}.`)
+const conversations = conversationStoreFromEnv(process.env)
+console.log(`Conversations are kept in ${conversations._tag === 'sqlite' ? effectsDb : conversations._tag}.`)
 
 NodeRuntime.runMain(
   Layer.launch(

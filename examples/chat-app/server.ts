@@ -15,7 +15,8 @@ import { NodeHttpServer } from '@effect/platform-node'
 import * as AI from '@tanstack/ai-effect'
 import { DurableAgent } from '@tanstack/ai-effect/durable'
 import { ChatRoute } from '@tanstack/ai-effect/http'
-import { layerSqlite } from '@tanstack/ai-effect/sqlite'
+import { layerSql } from '@tanstack/ai-effect/sql'
+import { layerSqliteClient } from '@tanstack/ai-effect/sqlite'
 import { Effect, Layer } from 'effect'
 import { HttpRouter, type HttpServerRequest, HttpServer, HttpServerResponse, HttpStaticServer } from 'effect/http'
 import { DbLive } from '../orders/db.ts'
@@ -28,7 +29,7 @@ export interface ChatAppOptions {
   /** What the page says about the model, for example "offline demo model". */
   readonly modelLabel: string
   readonly offline: boolean
-  /** The SQLite file of the effect store and the outbox (and of the conversations, by default). */
+  /** The SQLite file of the effect store and the outbox (and of the conversations and the durable engine, by default). */
   readonly effectsDb: string
   /** Where threads, delivery logs and thread locks live: the SQLite file unless configured. */
   readonly conversations?: ConversationStore
@@ -58,11 +59,19 @@ const assistant = (options: ChatAppOptions) =>
     }),
   )
 
-const storeOf = (options: ChatAppOptions): ConversationStore => options.conversations ?? { _tag: 'sqlite', filename: options.effectsDb }
+const storeOf = (options: ChatAppOptions): ConversationStore => options.conversations ?? { _tag: 'sqlite' }
 
-/** The app's services, built once for the process. */
-const services = (options: ChatAppOptions) =>
-  Layer.mergeAll(DbLive, Outbox.layer(options.effectsDb), layerSqlite({ filename: options.effectsDb }), Conversations(storeOf(options)))
+/**
+ * The app's services, built once for the process. The effect store, and the
+ * conversations when they are kept in the app's file, run on one connection
+ * to the file: the writes of concurrent runs share its commits.
+ */
+const services = (options: ChatAppOptions) => {
+  const effects = layerSql()
+  return Layer.mergeAll(DbLive, Outbox.layer(options.effectsDb), effects, Conversations(storeOf(options)).pipe(Layer.provide(effects))).pipe(
+    Layer.provide(layerSqliteClient({ filename: options.effectsDb })),
+  )
+}
 
 /** The routes, with the chat route `chat` on `/api/chat`. */
 const Api = <R>(options: ChatAppOptions, chat: Effect.Effect<HttpServerResponse.HttpServerResponse, never, R | HttpServerRequest.HttpServerRequest>) =>

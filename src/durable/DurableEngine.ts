@@ -32,7 +32,7 @@ import type { SqlError } from "effect/sql/SqlError"
 import { WorkflowEngine } from "effect/workflow"
 import type { EffectStoreError } from "../EffectStore.ts"
 import { Locks, type LockTimeout } from "../Locks.ts"
-import { layerFile as sqliteClient } from "../sqlite/SqliteClient.ts"
+import { layerSqliteClient } from "../sqlite/SqliteClient.ts"
 import { layerSqlite as sqliteEffectStore } from "../sqlite/SqliteEffectStore.ts"
 import { DurableRunStore } from "./DurableRunStore.ts"
 
@@ -247,7 +247,7 @@ export const layerSqlite = (
     shardingConfig: { runnerAddress: Option.some(RunnerAddress.make("localhost", 34431)), ...options.shardingConfig }
   })
   // The lock is taken before the runner starts, so that a second process never resumes a run.
-  return Layer.provide(runner, sqliteClient(options.filename)).pipe(Layer.provide(engineLock))
+  return Layer.provide(runner, layerSqliteClient({ filename: options.filename })).pipe(Layer.provide(engineLock))
 }
 
 /**

@@ -1,15 +1,20 @@
 /**
- * A small `SqlClient` over `node:sqlite`, internal to the sqlite store: one
- * connection, prepared statements cached by text, WAL mode, a group commit
- * for the writes of concurrent fibers, and a short busy timeout, retried
- * without blocking while another process holds the write lock. Beside it,
- * `SqliteReads` runs the same prepared statements without `effect/sql`'s
- * statement path, for the reads on a hot path (a replay).
+ * The SQLite client that every store of `@tanstack/ai-effect/sqlite` runs
+ * on: an `effect/sql` `SqlClient` over `node:sqlite`, one connection to one
+ * file, prepared statements cached by text, WAL mode, a group commit for the
+ * writes of concurrent fibers, and a short busy timeout, retried without
+ * blocking while another process holds the write lock. The reads on a hot
+ * path (a replay) run its prepared statements directly, without
+ * `effect/sql`'s statement path.
+ *
+ * Each `layerSqlite*` layer opens a connection of its own. Stores that share
+ * a file share one connection when they run on {@link layerSqliteClient}
+ * (the layers of `@tanstack/ai-effect/sql`), and then one group commit.
  *
  * The 4.x `@effect/sql-sqlite-*` packages on npm import modules that effect
  * 4.1 no longer has, so the store brings the driver it needs.
  *
- * @internal
+ * @since 0.1.0
  */
 import { mkdirSync } from "node:fs"
 import { dirname } from "node:path"
@@ -243,15 +248,56 @@ const makeConnection = (filename: string) =>
     return { outside, transactionAcquirer, rollback, isTransaction: () => db.isTransaction, reads }
   })
 
-/** A `SqlClient` on one SQLite file, its folder created when missing (`":memory:"` keeps it in memory). */
-export const layerFile = (filename: string): Layer.Layer<SqlClient | SqliteReads, SqlError> =>
+/**
+ * Options of {@link layerSqliteClient}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface SqliteClientOptions {
+  /** The database file; its folder is created when missing. `":memory:"` keeps it in memory. */
+  readonly filename: string
+}
+
+/**
+ * One connection to a SQLite file, as an `effect/sql` `SqlClient`: the
+ * stores of `@tanstack/ai-effect/sql` (the effect store, the delivery log,
+ * the thread store) run on it. Stores on one connection share its group
+ * commit: the writes of a run's log, its thread and its tools' claims that
+ * come in one turn of the event loop pay one sync of the WAL together,
+ * where each `layerSqlite*` layer would open a connection, and commit, of
+ * its own. The layer opens the file (creating it and its folder) and closes
+ * it when its scope ends, once the writes it waits on have committed.
+ *
+ * @example
+ * ```ts
+ * import * as AI from "@tanstack/ai-effect"
+ * import { layerSql, layerSqlStreamLog, layerSqlThreadStore } from "@tanstack/ai-effect/sql"
+ * import { layerSqliteClient } from "@tanstack/ai-effect/sqlite"
+ * import { Layer } from "effect"
+ *
+ * // The effect store, the locks on it, the delivery log and the threads, on one connection to one file.
+ * const effects = layerSql({ retention: "7 days" })
+ * export const StoresLive = Layer.mergeAll(
+ *   effects,
+ *   AI.Locks.layer({ lease: "10 seconds" }).pipe(Layer.provide(effects)),
+ *   layerSqlStreamLog(),
+ *   layerSqlThreadStore()
+ * ).pipe(Layer.provide(layerSqliteClient({ filename: ".data/app.db" })))
+ * ```
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerSqliteClient = (options: SqliteClientOptions): Layer.Layer<SqlClient, SqlError> =>
   Layer.unwrap(Effect.sync(() => {
-    if (filename !== ":memory:") mkdirSync(dirname(filename), { recursive: true })
-    return layer(filename)
+    if (options.filename !== ":memory:") mkdirSync(dirname(options.filename), { recursive: true })
+    // The context also holds SqliteReads, which the SQL stores look for: it stays out of the public type.
+    return layer(options.filename)
   }))
 
 /** A `SqlClient` on one SQLite file, and its direct reads, closed with the layer. */
-export const layer = (filename: string): Layer.Layer<SqlClient | SqliteReads, SqlError> =>
+const layer = (filename: string): Layer.Layer<SqlClient | SqliteReads, SqlError> =>
   Layer.effectContext(
     Effect.gen(function*() {
       const { outside, transactionAcquirer, rollback, isTransaction, reads } = yield* makeConnection(filename)

@@ -41,4 +41,4 @@ export interface SqliteStoreOptions extends Omit<SqlStoreOptions, "table"> {
  * @category layers
  */
 export const layerSqlite = (options: SqliteStoreOptions): Layer.Layer<EffectStore, SqlError> =>
-  Layer.effect(EffectStore, makeSqlStore(options)).pipe(Layer.provide(SqliteClient.layerFile(options.filename)))
+  Layer.effect(EffectStore, makeSqlStore(options)).pipe(Layer.provide(SqliteClient.layerSqliteClient({ filename: options.filename })))

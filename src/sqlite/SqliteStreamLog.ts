@@ -39,4 +39,4 @@ export interface SqliteStreamLogOptions extends SqlStreamLogOptions {
  * @category layers
  */
 export const layerSqliteStreamLog = (options: SqliteStreamLogOptions): Layer.Layer<StreamLog, SqlError> =>
-  Layer.effect(StreamLog, makeSqlStreamLog(options)).pipe(Layer.provide(SqliteClient.layerFile(options.filename)))
+  Layer.effect(StreamLog, makeSqlStreamLog(options)).pipe(Layer.provide(SqliteClient.layerSqliteClient({ filename: options.filename })))

@@ -36,4 +36,4 @@ export interface SqliteThreadStoreOptions extends SqlThreadStoreOptions {
  * @category layers
  */
 export const layerSqliteThreadStore = (options: SqliteThreadStoreOptions): Layer.Layer<ThreadStore, SqlError> =>
-  Layer.effect(ThreadStore, makeSqlThreadStore(options)).pipe(Layer.provide(SqliteClient.layerFile(options.filename)))
+  Layer.effect(ThreadStore, makeSqlThreadStore(options)).pipe(Layer.provide(SqliteClient.layerSqliteClient({ filename: options.filename })))

@@ -117,7 +117,8 @@ import { toolDefinition } from "@tanstack/ai"
 import * as AI from "@tanstack/ai-effect"
 import { DurableAgent, DurableEngine } from "@tanstack/ai-effect/durable"
 import { ChatRoute } from "@tanstack/ai-effect/http"
-import { layerSqlite, layerSqliteStreamLog, layerSqliteThreadStore } from "@tanstack/ai-effect/sqlite"
+import { layerSql, layerSqlStreamLog, layerSqlThreadStore } from "@tanstack/ai-effect/sql"
+import { layerSqliteClient } from "@tanstack/ai-effect/sqlite"
 import { createOpenaiChat } from "@tanstack/ai-openai"
 import { Effect, Layer, Schema } from "effect"
 import { HttpRouter } from "effect/http"
@@ -128,15 +129,15 @@ const file = "chat.db"
 ${ordersAgentSource}
 
 const chat = ChatRoute.durableHandler(agent)
-const stores = Layer.mergeAll(layerSqliteStreamLog({ filename: file }), layerSqliteThreadStore({ filename: file }))
+// The log, the threads and the tools' effect store on one connection to the file; the engine opens its own.
+const stores = Layer.mergeAll(layerSqlStreamLog(), layerSqlThreadStore(), layerSql()).pipe(Layer.provide(layerSqliteClient({ filename: file })))
 const server = HttpRouter.serve(
   Layer.mergeAll(HttpRouter.add("POST", "/api/chat", chat), HttpRouter.add("GET", "/api/chat", chat), HttpRouter.add("DELETE", "/api/chat", chat))
 ).pipe(
   Layer.provide(NodeHttpServer.layer(createServer, { port: Number(port), host: "127.0.0.1" })),
   Layer.provide(agent.layer.pipe(
     Layer.provideMerge(DurableEngine.layerSqlite({ filename: file, lockLease: "1 second" })),
-    Layer.provideMerge(stores),
-    Layer.provide(layerSqlite({ filename: file }))
+    Layer.provideMerge(stores)
   ))
 )
 
