@@ -56,6 +56,29 @@ describe("layerSqliteStreamLog, one file", () => {
   }
   it(cancelClaimName, () => checkCancel(runtime))
   it(firstEpochClaimName, () => checkFirstEpoch(runtime))
+
+  it("a reader in the producer's process is woken by each append and by the close, without waiting for a poll", async () => {
+    // A poll this long would outlast the test: only the process's own signal can deliver the chunks.
+    const polled = ManagedRuntime.make(layerSqliteStreamLog({ filename: join(mkdtempSync(join(tmpdir(), "ai-effect-log-")), "chat.db"), pollInterval: "1 hour" }))
+    try {
+      const open = harnessOf(polled).open
+      const producer = await open("run-woken")
+      await producer.append([text("a")])
+      const reader = await open("run-woken", "-1")
+      const read: Array<string> = []
+      const done = (async () => {
+        for await (const { chunk } of reader.read("-1")) read.push((chunk as { delta: string }).delta)
+      })()
+      await expect.poll(() => read).toEqual(["a"])
+      await producer.append([text("b")])
+      await expect.poll(() => read).toEqual(["a", "b"])
+      await producer.close()
+      await done
+      expect(read).toEqual(["a", "b"])
+    } finally {
+      await polled.dispose()
+    }
+  })
 })
 
 
