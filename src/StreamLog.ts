@@ -424,7 +424,43 @@ export declare namespace StreamLog {
   }
 }
 
-const makeService = (backend: StreamLogBackend, options: StreamLogOptions | undefined, context: Context.Context<never>): StreamLog.Service => {
+/**
+ * The backend, with the readers of its service that caught up woken as soon
+ * as the service stores to their run (a durable run's runner and the route
+ * that tails its log, in one server): a networked store has no signal to
+ * wait on, so only another process's writes wait for its poll.
+ */
+const wakingReaders = (backend: StreamLogBackend): StreamLogBackend => {
+  const waiting = new Map<string, Set<() => void>>()
+  const woken = <A, E>(runId: string, write: Effect.Effect<A, E>) =>
+    Effect.tap(write, () =>
+      Effect.sync(() => {
+        const readers = waiting.get(runId)
+        waiting.delete(runId)
+        readers?.forEach((wake) => wake())
+      }))
+  const writeHere = (runId: string) =>
+    Effect.callback<void>((resume) => {
+      const wake = () => resume(Effect.void)
+      const readers = waiting.get(runId) ?? new Set()
+      waiting.set(runId, readers.add(wake))
+      return Effect.sync(() => {
+        readers.delete(wake)
+        if (readers.size === 0 && waiting.get(runId) === readers) waiting.delete(runId)
+      })
+    })
+  return {
+    claim: backend.claim,
+    read: backend.read,
+    append: (runId, epoch, chunks) => woken(runId, backend.append(runId, epoch, chunks)),
+    upsert: (runId, epoch, entries) => woken(runId, backend.upsert(runId, epoch, entries)),
+    close: (runId, epoch) => woken(runId, backend.close(runId, epoch)),
+    awaitChange: (runId, after) => Effect.raceFirst(writeHere(runId), backend.awaitChange(runId, after))
+  }
+}
+
+const makeService = (store: StreamLogBackend, options: StreamLogOptions | undefined, context: Context.Context<never>): StreamLog.Service => {
+  const backend = wakingReaders(store)
   const firstChunkDeadline = Duration.toMillis(Duration.fromInputUnsafe(options?.firstChunkDeadline ?? "1 second"))
   const endedPollInterval = Duration.fromInputUnsafe(options?.endedPollInterval ?? "250 millis")
   const run = <A, E>(effect: Effect.Effect<A, E>, signal?: AbortSignal) =>

@@ -13,7 +13,7 @@ import { Effect, type Layer, ManagedRuntime } from "effect"
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { cancelClaimName, checkCancel, checkFirstEpoch, firstEpochClaimName, text } from "./support/streamLogs.ts"
+import { cancelClaimName, checkCancel, checkFirstEpoch, checkWoken, firstEpochClaimName, text, wokenClaimName } from "./support/streamLogs.ts"
 
 const harnessOf = (runtime: ManagedRuntime.ManagedRuntime<AI.StreamLog, unknown>): DurabilityHarness => ({
   open: (runId, offset) => runtime.runPromise(Effect.flatMap(Effect.service(AI.StreamLog), (log) => log.durability({ runId, offset }))),
@@ -57,24 +57,10 @@ describe("layerSqliteStreamLog, one file", () => {
   it(cancelClaimName, () => checkCancel(runtime))
   it(firstEpochClaimName, () => checkFirstEpoch(runtime))
 
-  it("a reader in the producer's process is woken by each append and by the close, without waiting for a poll", async () => {
-    // A poll this long would outlast the test: only the process's own signal can deliver the chunks.
+  it(wokenClaimName, async () => {
     const polled = ManagedRuntime.make(layerSqliteStreamLog({ filename: join(mkdtempSync(join(tmpdir(), "ai-effect-log-")), "chat.db"), pollInterval: "1 hour" }))
     try {
-      const open = harnessOf(polled).open
-      const producer = await open("run-woken")
-      await producer.append([text("a")])
-      const reader = await open("run-woken", "-1")
-      const read: Array<string> = []
-      const done = (async () => {
-        for await (const { chunk } of reader.read("-1")) read.push((chunk as { delta: string }).delta)
-      })()
-      await expect.poll(() => read).toEqual(["a"])
-      await producer.append([text("b")])
-      await expect.poll(() => read).toEqual(["a", "b"])
-      await producer.close()
-      await done
-      expect(read).toEqual(["a", "b"])
+      await checkWoken(polled)
     } finally {
       await polled.dispose()
     }

@@ -22,7 +22,11 @@ import { type Entry, InvalidOffset, type Page, ProducerFenced, StreamLog, Stream
 export interface RedisStreamLogOptions extends StreamLogOptions {
   /** The prefix of every key this log writes. Default `ai-effect:log:`. */
   readonly prefix?: string | undefined
-  /** How often a reader that caught up looks for more. Default 50 milliseconds. */
+  /**
+   * How often a reader that caught up looks for what another process
+   * stored; a write of the reader's own log layer wakes it at once.
+   * Default 50 milliseconds.
+   */
   readonly pollInterval?: Duration.Input | undefined
 }
 

@@ -24,8 +24,8 @@ export interface SqlStreamLogOptions extends StreamLogOptions {
   /** The prefix of its two tables, created when missing: `<prefix>_runs` and `<prefix>_chunks`. Default `ai_stream`. */
   readonly tablePrefix?: string | undefined
   /**
-   * How often a reader that caught up looks for more that another process
-   * stored. A reader in the process that stores to the log is woken at once.
+   * How often a reader that caught up looks for what another process
+   * stored; a write of the reader's own log layer wakes it at once.
    * Default 50 milliseconds.
    */
   readonly pollInterval?: Duration.Input | undefined
@@ -104,25 +104,6 @@ export const makeSqlStreamLog = Effect.fnUntraced(function*(options?: SqlStreamL
   const current = (runId: string, epoch: number) =>
     sql`EXISTS (SELECT 1 FROM ${runs} WHERE run_id = ${runId} AND epoch = ${epoch} AND complete = 0)`
 
-  /** Readers of a run that caught up, in this process: a write of this process to the run wakes them at once. */
-  const waiting = new Map<string, Set<() => void>>()
-  const changed = (runId: string) =>
-    Effect.sync(() => {
-      const readers = waiting.get(runId)
-      waiting.delete(runId)
-      readers?.forEach((wake) => wake())
-    })
-  const changeHere = (runId: string) =>
-    Effect.callback<void>((resume) => {
-      const wake = () => resume(Effect.void)
-      const readers = waiting.get(runId) ?? new Set()
-      waiting.set(runId, readers.add(wake))
-      return Effect.sync(() => {
-        readers.delete(wake)
-        if (readers.size === 0 && waiting.get(runId) === readers) waiting.delete(runId)
-      })
-    })
-
   const backend = {
     claim: (runId: string) =>
       Effect.gen(function*() {
@@ -151,7 +132,6 @@ export const makeSqlStreamLog = Effect.fnUntraced(function*(options?: SqlStreamL
           WHERE ${current(runId, epoch)}
           RETURNING seq`.pipe(Effect.mapError(failed("append", runId)))
         if (rows.length === 0) return yield* new ProducerFenced({ runId, epoch })
-        yield* changed(runId)
         return rows.map((row) => Number(row.seq)).sort((a, b) => a - b)
       }),
     upsert: (runId: string, epoch: number, entries: ReadonlyArray<Entry>) =>
@@ -175,7 +155,6 @@ export const makeSqlStreamLog = Effect.fnUntraced(function*(options?: SqlStreamL
           ON CONFLICT (run_id, seq) DO UPDATE SET chunk = excluded.chunk
           RETURNING seq`.pipe(Effect.mapError(failed("upsert", runId)))
         if (written.length === 0) return yield* new ProducerFenced({ runId, epoch })
-        yield* changed(runId)
       }),
     close: (runId: string, epoch: number) =>
       Effect.gen(function*() {
@@ -183,7 +162,6 @@ export const makeSqlStreamLog = Effect.fnUntraced(function*(options?: SqlStreamL
         const rows = yield* sql`UPDATE ${runs} SET complete = 1, expires_at = ${now + retention}
           WHERE run_id = ${runId} AND epoch = ${epoch} AND complete = 0 RETURNING run_id`.pipe(Effect.mapError(failed("close", runId)))
         if (rows.length === 0) return yield* new ProducerFenced({ runId, epoch })
-        yield* changed(runId)
       }),
     read: (runId: string, after: number, limit: number) =>
       Effect.gen(function*() {
@@ -201,7 +179,7 @@ export const makeSqlStreamLog = Effect.fnUntraced(function*(options?: SqlStreamL
         return { entries, complete: Number(rows[0]!.complete) === 1, known: true } satisfies Page
       }),
     // Storage has no signal to wait on: another process's write is seen after the poll interval.
-    awaitChange: (runId: string) => Effect.raceFirst(changeHere(runId), Effect.sleep(pollInterval))
+    awaitChange: () => Effect.sleep(pollInterval)
   }
 
   const sweep = Effect.gen(function*() {

@@ -9,17 +9,20 @@ import * as AI from "@tanstack/ai-effect"
 import { layerRedisStreamLog } from "@tanstack/ai-effect/redis"
 import { layerSqlStreamLog } from "@tanstack/ai-effect/sql"
 import { durabilityClaims, type DurabilityHarness } from "@tanstack/ai-effect/testing"
-import { Effect, Layer, ManagedRuntime } from "effect"
+import { type Duration, Effect, Layer, ManagedRuntime } from "effect"
 import { pgClient, redisClient } from "../support/backends.ts"
 import { countRedisCommands, countStatements, type RoundTrips } from "../support/roundTrips.ts"
-import { cancelClaimName, checkCancel, checkFirstEpoch, firstEpochClaimName } from "../support/streamLogs.ts"
+import { cancelClaimName, checkCancel, checkFirstEpoch, checkWoken, firstEpochClaimName, wokenClaimName } from "../support/streamLogs.ts"
 import { missing, startPostgres, startRedis, type TestServer } from "../support/services.ts"
 
 interface LogBackend {
   readonly name: string
   readonly server: "postgres" | "redis"
   readonly start: () => Promise<TestServer>
-  readonly layer: (server: TestServer) => { readonly counted: RoundTrips; readonly layer: Layer.Layer<AI.StreamLog, unknown> }
+  readonly layer: (server: TestServer, options?: { readonly pollInterval: Duration.Input }) => {
+    readonly counted: RoundTrips
+    readonly layer: Layer.Layer<AI.StreamLog, unknown>
+  }
 }
 
 const backends: ReadonlyArray<LogBackend> = [
@@ -27,18 +30,18 @@ const backends: ReadonlyArray<LogBackend> = [
     name: "layerSqlStreamLog on PostgreSQL",
     server: "postgres",
     start: startPostgres,
-    layer: (server: TestServer) => {
+    layer: (server, options) => {
       const counted = countStatements()
-      return { counted, layer: layerSqlStreamLog().pipe(Layer.provide(counted.layer), Layer.provide(pgClient(server.url))) }
+      return { counted, layer: layerSqlStreamLog(options).pipe(Layer.provide(counted.layer), Layer.provide(pgClient(server.url))) }
     }
   },
   {
     name: "layerRedisStreamLog on Redis",
     server: "redis",
     start: () => startRedis(),
-    layer: (server: TestServer) => {
+    layer: (server, options) => {
       const counted = countRedisCommands()
-      return { counted, layer: layerRedisStreamLog().pipe(Layer.provide(counted.layer), Layer.provide(redisClient(server.url))) }
+      return { counted, layer: layerRedisStreamLog(options).pipe(Layer.provide(counted.layer), Layer.provide(redisClient(server.url))) }
     }
   }
 ]
@@ -69,6 +72,14 @@ for (const backend of backends) describe.skipIf(missing(backend.server) !== unde
 
   it(cancelClaimName, () => checkCancel(runtime))
   it(firstEpochClaimName, () => checkFirstEpoch(runtime))
+  it(wokenClaimName, async () => {
+    const polled = ManagedRuntime.make(backend.layer(server, { pollInterval: "1 hour" }).layer)
+    try {
+      await checkWoken(polled)
+    } finally {
+      await polled.dispose()
+    }
+  })
 
   const text = (delta: string): StreamChunk => ({ type: "TEXT_MESSAGE_CONTENT", messageId: "m", delta, timestamp: 0 }) as StreamChunk
 

@@ -40,5 +40,27 @@ export const checkFirstEpoch = async (runtime: ManagedRuntime.ManagedRuntime<AI.
   expect([await claim(), await claim(), await claim()]).toEqual([1, 2, 3])
 }
 
+export const wokenClaimName =
+  "a reader in the producer's process is woken by each append and by the close, without waiting for a poll"
+
+/** Checks {@link wokenClaimName} on a log whose poll interval outlasts the test: only the process's own signal can deliver. */
+export const checkWoken = async (runtime: ManagedRuntime.ManagedRuntime<AI.StreamLog, unknown>) => {
+  const runId = `run-woken-${crypto.randomUUID()}`
+  const open = (offset: string | null) => runtime.runPromise(Effect.flatMap(Effect.service(AI.StreamLog), (log) => log.durability({ runId, offset })))
+  const producer = await open(null)
+  await producer.append([text("a")])
+  const reader = await open("-1")
+  const read: Array<string> = []
+  const done = (async () => {
+    for await (const { chunk } of reader.read("-1")) read.push((chunk as { delta: string }).delta)
+  })()
+  await expect.poll(() => read).toEqual(["a"])
+  await producer.append([text("b")])
+  await expect.poll(() => read).toEqual(["a", "b"])
+  await producer.close()
+  await done
+  expect(read).toEqual(["a", "b"])
+}
+
 /** A text delta of message `m`. */
 export const text = (delta: string): StreamChunk => ({ type: "TEXT_MESSAGE_CONTENT", messageId: "m", delta, timestamp: 0 }) as StreamChunk
