@@ -12,7 +12,7 @@ import { durabilityClaims, type DurabilityHarness } from "@tanstack/ai-effect/te
 import { type Duration, Effect, Layer, ManagedRuntime } from "effect"
 import { pgClient, redisClient } from "../support/backends.ts"
 import { countRedisCommands, countStatements, type RoundTrips } from "../support/roundTrips.ts"
-import { cancelClaimName, checkCancel, checkFirstEpoch, checkWoken, firstEpochClaimName, wokenClaimName } from "../support/streamLogs.ts"
+import { cancelClaimName, checkCancel, checkFirstEpoch, checkWoken, firstEpochClaimName, text, wokenClaimName } from "../support/streamLogs.ts"
 import { missing, startPostgres, startRedis, type TestServer } from "../support/services.ts"
 
 interface LogBackend {
@@ -80,8 +80,6 @@ for (const backend of backends) describe.skipIf(missing(backend.server) !== unde
       await polled.dispose()
     }
   })
-
-  const text = (delta: string): StreamChunk => ({ type: "TEXT_MESSAGE_CONTENT", messageId: "m", delta, timestamp: 0 }) as StreamChunk
 
   it("one appended batch costs one round trip: 32 chunks after the producer's claim", async () => {
     const producer = await harness.open("run-round-trips")
