@@ -62,8 +62,8 @@ export interface DurableRow extends PairResult {
   readonly statementsWithChatPerRun?: number
 }
 
-/** The activities of the bench's run: two model turns, one tool call, and the run's end. */
-export const activitiesPerRun = 4
+/** The activities of the bench's run: two model turns and one tool call (the run's end is no activity). */
+export const activitiesPerRun = 3
 
 const durableCase = async (
   name: string,

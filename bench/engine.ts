@@ -1,6 +1,6 @@
 /**
  * effect's cluster workflow engine alone, without this package: a workflow
- * that runs no activity, and one that runs four activities that do
+ * that runs no activity, and one that runs three activities that do
  * nothing, on `SingleRunner` with SQL storage (PostgreSQL through
  * `@effect/sql-pg`; SQLite through this package's `node:sqlite` client,
  * since effect ships none). The difference is what the engine costs per
@@ -22,8 +22,8 @@ import { countStatements, requestsPerRun } from '../test/support/roundTrips.ts'
 import { missing, startPostgres } from '../test/support/services.ts'
 import { pair } from './chat.ts'
 
-/** The activities of the bench's durable run (two model turns, a tool call, the end), as no-ops. */
-const steps = 4
+/** The activities of the bench's durable run (two model turns, a tool call), as no-ops. */
+const steps = 3
 
 const workflowOf = (activities: number) => {
   const workflow = Workflow.make(`Steps${activities}`, { payload: { id: Schema.String }, idempotencyKey: ({ id }) => id })
@@ -32,7 +32,7 @@ const workflowOf = (activities: number) => {
   return { workflow, layer }
 }
 
-/** The engine alone: a run's time with no activity and with four, and the statements of each. */
+/** The engine alone: a run's time with no activity and with the bench run's activities, and the statements of each. */
 export interface EngineRow {
   readonly storage: string
   readonly runMicros: number

@@ -13,7 +13,7 @@ import { Effect, type Layer, ManagedRuntime } from "effect"
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { cancelClaimName, checkCancel, checkFirstEpoch, checkWoken, firstEpochClaimName, text, wokenClaimName } from "./support/streamLogs.ts"
+import { cancelClaimName, checkCancel, checkClosed, checkFirstEpoch, checkWoken, closedClaimName, firstEpochClaimName, text, wokenClaimName } from "./support/streamLogs.ts"
 
 const harnessOf = (runtime: ManagedRuntime.ManagedRuntime<AI.StreamLog, unknown>): DurabilityHarness => ({
   open: (runId, offset) => runtime.runPromise(Effect.flatMap(Effect.service(AI.StreamLog), (log) => log.durability({ runId, offset }))),
@@ -43,6 +43,7 @@ describe("StreamLog.layerMemory", () => {
 
   it(cancelClaimName, () => checkCancel(runtime))
   it(firstEpochClaimName, () => checkFirstEpoch(runtime))
+  it(closedClaimName, () => checkClosed(runtime))
 
   it("a run id core would refuse (empty, or with a line break) is InvalidOffset before anything is stored", async () => {
     await expect(harnessOf(runtime).open("run\n2")).rejects.toMatchObject({ _tag: "InvalidOffset" })
@@ -56,6 +57,7 @@ describe("layerSqliteStreamLog, one file", () => {
   }
   it(cancelClaimName, () => checkCancel(runtime))
   it(firstEpochClaimName, () => checkFirstEpoch(runtime))
+  it(closedClaimName, () => checkClosed(runtime))
 
   it(wokenClaimName, async () => {
     const polled = ManagedRuntime.make(layerSqliteStreamLog({ filename: join(mkdtempSync(join(tmpdir(), "ai-effect-log-")), "chat.db"), pollInterval: "1 hour" }))

@@ -11,7 +11,10 @@
  * unfinished one. So a finished model turn is never requested again, and an
  * effect tool keeps its own claim and record inside its activity, so that
  * the re-run of an activity that was in flight does not apply its effect
- * twice. The turn in flight and plain tools run at least once.
+ * twice. The turn in flight and plain tools run at least once. The run's
+ * end (its delivery log closed, its thread saved) is no activity: both are
+ * idempotent, so the engine records three steps for a run of two turns and
+ * a tool call, not four.
  *
  * Beside the engine, the run store (`DurableRunStore`) keeps what every
  * process reads about a run: its input's fingerprint (a run id names one
@@ -417,9 +420,16 @@ export const make = <TAdapter extends AnyTextAdapter, const Tools extends Readon
     const publish = (chunk: StreamChunk) => Effect.andThen(toStreams(chunk), log.write(chunk))
     /** A chunk to this process's streams, and to the run's log without waiting for the store (the activity flushes). */
     const publishSoon = (chunk: StreamChunk) => Effect.andThen(toStreams(chunk), Effect.sync(() => log.writeSoon(chunk)))
-    /** Closes the run's log (with its failure) and saves its thread, once. */
+    /**
+     * Closes the run's log (with its failure) and saves its thread. Not an
+     * activity, which would cost the engine's step: both are idempotent (a
+     * closed log takes no producer, and the thread's save is a
+     * compare-and-set on its active run), so that a body replayed after they
+     * ran does nothing again. Uninterruptible, as an activity is, so that a
+     * stop does not come between the two.
+     */
     const end = (error: AiError | undefined) =>
-      Activity.make({ name: "end", execute: Effect.andThen(log.end(error), saveThread(logId, payload.threadId)) })
+      Effect.uninterruptible(Effect.andThen(log.end(error), saveThread(logId, payload.threadId)))
     /** Waits for a call's approval; an answer from a client's run moves the run's chunks to that run's log. */
     const approvalAnswer = Effect.fnUntraced(function*(call: TurnToolCall) {
       const answer = yield* DurableDeferred.await(approvalOf(call.id))

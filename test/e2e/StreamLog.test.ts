@@ -12,7 +12,7 @@ import { durabilityClaims, type DurabilityHarness } from "@tanstack/ai-effect/te
 import { type Duration, Effect, Layer, ManagedRuntime } from "effect"
 import { pgClient, redisClient } from "../support/backends.ts"
 import { countRedisCommands, countStatements, type RoundTrips } from "../support/roundTrips.ts"
-import { cancelClaimName, checkCancel, checkFirstEpoch, checkWoken, firstEpochClaimName, text, wokenClaimName } from "../support/streamLogs.ts"
+import { cancelClaimName, checkCancel, checkClosed, checkFirstEpoch, checkWoken, closedClaimName, firstEpochClaimName, text, wokenClaimName } from "../support/streamLogs.ts"
 import { missing, startPostgres, startRedis, type TestServer } from "../support/services.ts"
 
 interface LogBackend {
@@ -72,6 +72,7 @@ for (const backend of backends) describe.skipIf(missing(backend.server) !== unde
 
   it(cancelClaimName, () => checkCancel(runtime))
   it(firstEpochClaimName, () => checkFirstEpoch(runtime))
+  it(closedClaimName, () => checkClosed(runtime))
   it(wokenClaimName, async () => {
     const polled = ManagedRuntime.make(backend.layer(server, { pollInterval: "1 hour" }).layer)
     try {

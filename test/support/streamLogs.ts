@@ -3,7 +3,8 @@
  * cancel from any process takes the log over, so that the run's producer
  * stores nothing more and every reader ends on the cancel; and a run's
  * first producer holds epoch 1, which tells it the log is empty without a
- * read (a durable run's first execution relies on it).
+ * read (a durable run's first execution relies on it); and a closed log
+ * takes no producer, so that a durable run's end, replayed, writes nothing.
  */
 import type { StreamChunk } from "@tanstack/ai"
 import { expect } from "@effect/vitest"
@@ -38,6 +39,23 @@ export const checkFirstEpoch = async (runtime: ManagedRuntime.ManagedRuntime<AI.
   const runId = `run-epochs-${crypto.randomUUID()}`
   const claim = () => runtime.runPromise(Effect.flatMap(Effect.service(AI.StreamLog), (log) => log.claim(runId)))
   expect([await claim(), await claim(), await claim()]).toEqual([1, 2, 3])
+}
+
+export const closedClaimName =
+  "a closed log takes no producer: a claim after the close is ProducerFenced, the closing producer's writes are too, and the log keeps what it held"
+
+export const checkClosed = async (runtime: ManagedRuntime.ManagedRuntime<AI.StreamLog, unknown>) => {
+  const runId = `run-closed-${crypto.randomUUID()}`
+  const log = <A>(f: (log: AI.StreamLog["Service"]) => Effect.Effect<A, unknown>) => runtime.runPromise(Effect.flatMap(Effect.service(AI.StreamLog), f))
+  const epoch = await log((log) => log.claim(runId))
+  await log((log) => log.append(runId, epoch, [text("answer")]))
+  await log((log) => log.close(runId, epoch))
+  await expect(log((log) => log.claim(runId))).rejects.toMatchObject({ _tag: "ProducerFenced" })
+  await expect(log((log) => log.append(runId, epoch, [text("again")]))).rejects.toMatchObject({ _tag: "ProducerFenced" })
+  await expect(log((log) => log.close(runId, epoch))).rejects.toMatchObject({ _tag: "ProducerFenced" })
+  const page = await log((log) => log.read(runId, 0, 10))
+  expect(page).toMatchObject({ known: true, complete: true })
+  expect(page.entries.map((entry) => (entry.chunk as { delta: string }).delta)).toEqual(["answer"])
 }
 
 export const wokenClaimName =
