@@ -21,9 +21,10 @@ import { pgClient } from '../test/support/backends.ts'
 import { countStatements, requestsPerRun } from '../test/support/roundTrips.ts'
 import { missing, startPostgres } from '../test/support/services.ts'
 import { pair } from './chat.ts'
+import { activitiesPerRun } from './durable.ts'
 
-/** The activities of the bench's durable run (two model turns, a tool call), as no-ops. */
-const steps = 3
+/** The activities of the bench's durable run, as no-ops. */
+const steps = activitiesPerRun
 
 const workflowOf = (activities: number) => {
   const workflow = Workflow.make(`Steps${activities}`, { payload: { id: Schema.String }, idempotencyKey: ({ id }) => id })

@@ -11,12 +11,16 @@ import { expect } from "@effect/vitest"
 import * as AI from "@tanstack/ai-effect"
 import { Effect, type ManagedRuntime } from "effect"
 
+/** Runs `f` with the runtime's log, to a Promise. */
+const withLog = (runtime: ManagedRuntime.ManagedRuntime<AI.StreamLog, unknown>) =>
+<A>(f: (log: AI.StreamLog["Service"]) => Effect.Effect<A, unknown>) => runtime.runPromise(Effect.flatMap(Effect.service(AI.StreamLog), f))
+
 export const cancelClaimName =
   "a cancel takes the log over: the producer's next write is fenced, a reader from the start ends on the cancel's RUN_ERROR, a second cancel answers false, an unknown run fails"
 
 export const checkCancel = async (runtime: ManagedRuntime.ManagedRuntime<AI.StreamLog, unknown>) => {
   const runId = `run-cancel-${crypto.randomUUID()}`
-  const log = <A>(f: (log: AI.StreamLog["Service"]) => Effect.Effect<A, unknown>) => runtime.runPromise(Effect.flatMap(Effect.service(AI.StreamLog), f))
+  const log = withLog(runtime)
   const producer = await log((log) => log.durability({ runId, offset: null }))
   await producer.append([text("before")])
   expect(await log((log) => log.cancel(runId))).toBe(true)
@@ -46,7 +50,7 @@ export const closedClaimName =
 
 export const checkClosed = async (runtime: ManagedRuntime.ManagedRuntime<AI.StreamLog, unknown>) => {
   const runId = `run-closed-${crypto.randomUUID()}`
-  const log = <A>(f: (log: AI.StreamLog["Service"]) => Effect.Effect<A, unknown>) => runtime.runPromise(Effect.flatMap(Effect.service(AI.StreamLog), f))
+  const log = withLog(runtime)
   const epoch = await log((log) => log.claim(runId))
   await log((log) => log.append(runId, epoch, [text("answer")]))
   await log((log) => log.close(runId, epoch))
