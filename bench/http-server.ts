@@ -12,7 +12,15 @@
  *   request declares the same tools), against the same model;
  * - `core-on-effect-http <port> <model URL>`: the same core route served by
  *   `effect/http` through web `Request`/`Response` conversions, the way
- *   Effect Chat served its own before `ChatRoute`, for comparison.
+ *   Effect Chat served its own before `ChatRoute`, for comparison;
+ * - `route`, `route-log-memory`, `route-log`, `route-log-thread` `<port>
+ *   <model URL>`: Effect Chat's plain route built up one part at a time, on
+ *   the app's services and tools, so that the table can say what each part
+ *   of a kept conversation costs: `ChatRoute.handler` alone; served through
+ *   a delivery log in memory (core's durable encoder and the log's path);
+ *   through the app's SQLite log (its appends' commits); and with the
+ *   thread kept on SQLite (`AI.ThreadStore.persist`). The lock is what
+ *   `effect` adds to the last.
  *
  * It prints `ready <base URL>` once it listens.
  */
@@ -22,12 +30,14 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { chat, chatParamsFromRequest, toServerSentEventsResponse } from '@tanstack/ai'
 import { NodeHttpServer, NodeRuntime } from '@effect/platform-node'
+import * as AI from '@tanstack/ai-effect'
+import { ChatRoute } from '@tanstack/ai-effect/http'
 import { startFakeOpenAI } from '@tanstack/ai-effect/testing'
 import { createOpenaiChat } from '@tanstack/ai-openai'
 import { Effect, Layer } from 'effect'
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from 'effect/http'
 import { demoModel } from '../examples/chat-app/demo-model.ts'
-import { ChatApp } from '../examples/chat-app/server.ts'
+import { ChatApp, services, tools } from '../examples/chat-app/server.ts'
 import { notifyDef, trackShipmentDef } from '../examples/chat-app/tools.ts'
 import { getOrderDef } from '../examples/orders/tools.ts'
 
@@ -77,6 +87,29 @@ if (kind === 'model') {
     await new Promise((resolve) => setTimeout(resolve, 50))
   }
   console.log(`ready http://${host}:${port}`)
+} else if (kind === 'route' || kind === 'route-log-memory' || kind === 'route-log' || kind === 'route-log-thread') {
+  const directory = mkdtempSync(join(tmpdir(), 'ai-effect-bench-http-'))
+  const adapter = createOpenaiChat('gpt-5.2', 'offline', { baseURL: modelURL! })
+  const run = (params: AI.ChatRequestParams) => AI.chat({ adapter, ...params, tools: [...tools] })
+  // The app's batch, as its plain route appends.
+  const options = { batch: 4 }
+  const chat =
+    kind === 'route'
+      ? ChatRoute.handler(run)
+      : kind === 'route-log-thread'
+        ? ChatRoute.resumableHandler((params) => run(params).pipe(AI.ThreadStore.persist(params)), options)
+        : ChatRoute.resumableHandler(run, options)
+  const Api = HttpRouter.use((router) => router.add('POST', '/api/chat', chat))
+  NodeRuntime.runMain(
+    Layer.launch(
+      HttpRouter.serve(Api, { disableListenLog: true, disableLogger: true }).pipe(
+        Layer.provide(kind === 'route-log-memory' ? AI.StreamLog.layerMemory() : Layer.empty),
+        Layer.provide(NodeHttpServer.layer(createServer, { port, host })),
+        Layer.provide(services({ effectsDb: join(directory, 'effects.db') })),
+        Layer.merge(Layer.effectDiscard(Effect.sync(() => console.log(`ready http://${host}:${port}`)))),
+      ),
+    ),
+  )
 } else if (kind === 'core-on-effect-http') {
   const route = coreRoute()
   const Api = HttpRouter.use((router) =>

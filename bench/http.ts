@@ -5,7 +5,11 @@
  * (node:http, core `chat()`, core server tools of the app's three tools, so
  * that every model request declares the same tools), and that core route
  * served by `effect/http` through web `Request`/`Response` conversions, all
- * answering from the same offline demo model. Each runs in a process of its
+ * answering from the same offline demo model. Between them, Effect Chat's
+ * plain route is served again with one part of a kept conversation added at
+ * a time (the route alone, a delivery log in memory, the log on SQLite, the
+ * thread), so that the CPU each part adds per request is measured in the
+ * same run. Each runs in a process of its
  * own, and autocannon drives one at a time with a bounded number of
  * connections on 127.0.0.1, rounds alternating: requests per second, p50
  * and p99 latency, and the server process's CPU per request (user + system
@@ -38,8 +42,12 @@ const cases = [
   { case: 'a turn with a tool call (get_order)', question: 'Where is order A-100?' },
 ] as const
 
-/** The servers, in the order of the table: core on node:http, core on effect/http, Effect Chat with plain runs, with durable runs. */
-const kinds = ['core', 'core-on-effect-http', 'effect', 'effect-durable'] as const
+/**
+ * The servers, in the order of the table: core on node:http, core on
+ * effect/http, Effect Chat's plain route built up one part at a time (see
+ * bench/http-server.ts), Effect Chat with plain runs, with durable runs.
+ */
+const kinds = ['core', 'core-on-effect-http', 'route', 'route-log-memory', 'route-log', 'route-log-thread', 'effect', 'effect-durable'] as const
 type Kind = (typeof kinds)[number]
 
 interface Server {

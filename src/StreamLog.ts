@@ -321,8 +321,8 @@ export class StreamLog extends Context.Service<StreamLog, StreamLog.Service>()("
   /**
    * Logs in memory, for one process: closed logs are kept for `retention`
    * (default 5 minutes, as core's `memoryStream`), and at most `capacity`
-   * closed logs (default 1,024), the oldest dropped first. Open logs are
-   * never dropped while their producer writes.
+   * closed logs (default 1,024), the one that closed first dropped first.
+   * Open logs are never dropped while their producer writes.
    *
    * @example
    * ```ts
@@ -641,18 +641,15 @@ interface MemoryLog {
 }
 
 const makeMemoryBackend = (capacity: number, retention: number): StreamLogBackend => {
-  // A Map iterates in insertion order: the first closed log found is the oldest.
   const logs = new Map<string, MemoryLog>()
+  // The closed logs in the order they closed (a Map iterates in insertion order), so that they expire from the front:
+  // a sweep visits only what it drops and the one it keeps, however many logs are stored.
+  const closed = new Map<string, MemoryLog>()
   const sweep = (now: number) => {
-    for (const [runId, log] of logs) if (log.complete && log.expiresAt <= now) logs.delete(runId)
-    let closed = 0
-    for (const log of logs.values()) if (log.complete) closed++
-    for (const [runId, log] of logs) {
-      if (closed <= capacity) break
-      if (log.complete) {
-        logs.delete(runId)
-        closed--
-      }
+    for (const [runId, log] of closed) {
+      if (log.expiresAt > now && closed.size <= capacity) break
+      closed.delete(runId)
+      logs.delete(runId)
     }
   }
   const notify = (log: MemoryLog) => {
@@ -705,6 +702,7 @@ const makeMemoryBackend = (capacity: number, retention: number): StreamLogBacken
       Effect.flatMap(Effect.zip(owned(runId, epoch), Clock.currentTimeMillis), ([log, now]) => {
         log.complete = true
         log.expiresAt = now + retention
+        closed.set(runId, log)
         return notify(log)
       }),
     read: (runId, after, limit) =>

@@ -10,6 +10,7 @@ import * as AI from "@tanstack/ai-effect"
 import { layerSqliteStreamLog } from "@tanstack/ai-effect/sqlite"
 import { durabilityClaims, type DurabilityHarness } from "@tanstack/ai-effect/testing"
 import { Effect, type Layer, ManagedRuntime } from "effect"
+import { TestClock } from "effect/testing"
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -48,6 +49,23 @@ describe("StreamLog.layerMemory", () => {
   it("a run id core would refuse (empty, or with a line break) is InvalidOffset before anything is stored", async () => {
     await expect(harnessOf(runtime).open("run\n2")).rejects.toMatchObject({ _tag: "InvalidOffset" })
   })
+
+  it.effect("keeps at most `capacity` closed logs, dropping the one that closed first, each for its retention, and never drops an open log", () =>
+    Effect.gen(function*() {
+      const log = yield* AI.StreamLog
+      const close = (runId: string) => Effect.flatMap(log.claim(runId), (epoch) => log.close(runId, epoch))
+      const known = (...runIds: ReadonlyArray<string>) => Effect.forEach(runIds, (runId) => Effect.map(log.read(runId, 0, 1), (page) => page.known))
+      yield* log.claim("open")
+      // "first" is created first and closes second: the capacity drops by the order of closing.
+      const first = yield* log.claim("first")
+      yield* close("second")
+      yield* log.close("first", first)
+      yield* close("third")
+      yield* log.claim("next")
+      expect(yield* known("open", "first", "second", "third")).toEqual([true, true, false, true])
+      yield* TestClock.adjust("61 seconds")
+      expect(yield* known("open", "first", "third", "next")).toEqual([true, false, false, true])
+    }).pipe(Effect.provide(AI.StreamLog.layerMemory({ capacity: 2, retention: "1 minute" }))))
 })
 
 describe("layerSqliteStreamLog, one file", () => {

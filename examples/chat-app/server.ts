@@ -46,7 +46,8 @@ export interface ChatAppOptions {
   readonly runs?: 'durable' | 'plain'
 }
 
-const tools = [getOrder, notify, trackShipment, refund] as const
+/** The app's tools, for a plain run and a durable one alike. */
+export const tools = [getOrder, notify, trackShipment, refund] as const
 
 /** The assistant whose runs are durable: the same model and tools as a plain run. */
 const assistant = (options: ChatAppOptions) =>
@@ -59,14 +60,15 @@ const assistant = (options: ChatAppOptions) =>
     }),
   )
 
-const storeOf = (options: ChatAppOptions): ConversationStore => options.conversations ?? { _tag: 'sqlite' }
+const storeOf = (options: Pick<ChatAppOptions, 'conversations'>): ConversationStore => options.conversations ?? { _tag: 'sqlite' }
 
 /**
  * The app's services, built once for the process. The effect store, and the
  * conversations when they are kept in the app's file, run on one connection
- * to the file: the writes of concurrent runs share its commits.
+ * to the file: the writes of concurrent runs share its commits. The load
+ * benchmark serves parts of the chat route on them, to measure each part.
  */
-const services = (options: ChatAppOptions) => {
+export const services = (options: Pick<ChatAppOptions, 'effectsDb' | 'conversations'>) => {
   const effects = layerSql()
   return Layer.mergeAll(DbLive, Outbox.layer(options.effectsDb), effects, Conversations(storeOf(options)).pipe(Layer.provide(effects))).pipe(
     Layer.provide(layerSqliteClient({ filename: options.effectsDb })),
