@@ -9,12 +9,11 @@
  * plain route is served again with one part of a kept conversation added at
  * a time (the route alone, a delivery log in memory, the log on SQLite, the
  * thread), so that the CPU each part adds per request is measured in the
- * same run. Each runs in a process of its
- * own, and autocannon drives one at a time with a bounded number of
- * connections on 127.0.0.1, rounds alternating: requests per second, p50
- * and p99 latency, and the server process's CPU per request (user + system
- * time from /proc), and the time to the first chunk of an answer, one
- * request at a time. The Effect Chat server runs without its access log,
+ * same run. Each runs in a process of its own, and autocannon drives one at
+ * a time with a bounded number of connections on 127.0.0.1, rounds
+ * alternating: requests per second, p50 and p99 latency, and the server
+ * process's CPU per request (user + system time from /proc), and the time
+ * to the first chunk of an answer, one request at a time. The Effect Chat server runs without its access log,
  * since the core route writes none.
  */
 import { type ChildProcess, spawn } from 'node:child_process'

@@ -643,13 +643,24 @@ interface MemoryLog {
 const makeMemoryBackend = (capacity: number, retention: number): StreamLogBackend => {
   const logs = new Map<string, MemoryLog>()
   // The closed logs in the order they closed (a Map iterates in insertion order), so that they expire from the front:
-  // a sweep visits only what it drops and the one it keeps, however many logs are stored.
+  // a sweep visits only what it drops and the one it keeps, however many logs are stored. One long-lived iterator walks
+  // them, and `front` is the log it stopped at: a fresh iterator per sweep would step over every deleted slot again.
   const closed = new Map<string, MemoryLog>()
+  const walker = closed.entries()
+  let front: [string, MemoryLog] | undefined
   const sweep = (now: number) => {
-    for (const [runId, log] of closed) {
-      if (log.expiresAt > now && closed.size <= capacity) break
+    while (closed.size > 0) {
+      if (front === undefined) {
+        // Advanced only while a closed log is left, the walker never finishes, so it sees every log closed later.
+        const next = walker.next()
+        if (next.done === true) return
+        front = next.value
+      }
+      const [runId, log] = front
+      if (log.expiresAt > now && closed.size <= capacity) return
       closed.delete(runId)
       logs.delete(runId)
+      front = undefined
     }
   }
   const notify = (log: MemoryLog) => {

@@ -61,10 +61,16 @@ describe("StreamLog.layerMemory", () => {
       yield* close("second")
       yield* log.close("first", first)
       yield* close("third")
-      yield* log.claim("next")
+      const next = yield* log.claim("next")
       expect(yield* known("open", "first", "second", "third")).toEqual([true, true, false, true])
       yield* TestClock.adjust("61 seconds")
       expect(yield* known("open", "first", "third", "next")).toEqual([true, false, false, true])
+      // Logs that close after the expired ones went are held to the capacity too.
+      yield* close("later")
+      yield* log.close("next", next)
+      yield* close("last")
+      yield* log.claim("after")
+      expect(yield* known("open", "later", "next", "last")).toEqual([true, false, true, true])
     }).pipe(Effect.provide(AI.StreamLog.layerMemory({ capacity: 2, retention: "1 minute" }))))
 })
 
