@@ -22,6 +22,7 @@ import type { StreamChunk, UpsertableStreamDurability } from "@tanstack/ai"
 import { resolveResumeRunId } from "@tanstack/ai"
 import { Clock, Context, Deferred, Duration, Effect, Layer, Schema } from "effect"
 import { runErrorChunk } from "./internal/agui.ts"
+import { frontSweep } from "./internal/frontSweep.ts"
 import { planUpsert } from "./internal/streamLog.ts"
 
 /**
@@ -642,27 +643,11 @@ interface MemoryLog {
 
 const makeMemoryBackend = (capacity: number, retention: number): StreamLogBackend => {
   const logs = new Map<string, MemoryLog>()
-  // The closed logs in the order they closed (a Map iterates in insertion order), so that they expire from the front:
-  // a sweep visits only what it drops and the one it keeps, however many logs are stored. One long-lived iterator walks
-  // them, and `front` is the log it stopped at: a fresh iterator per sweep would step over every deleted slot again.
+  // The closed logs in the order they closed, so that they expire from the front: a sweep visits only the logs it drops
+  // and the one it keeps, however many logs are stored.
   const closed = new Map<string, MemoryLog>()
-  const walker = closed.entries()
-  let front: [string, MemoryLog] | undefined
-  const sweep = (now: number) => {
-    while (closed.size > 0) {
-      if (front === undefined) {
-        // Advanced only while a closed log is left, the walker never finishes, so it sees every log closed later.
-        const next = walker.next()
-        if (next.done === true) return
-        front = next.value
-      }
-      const [runId, log] = front
-      if (log.expiresAt > now && closed.size <= capacity) return
-      closed.delete(runId)
-      logs.delete(runId)
-      front = undefined
-    }
-  }
+  const sweepClosed = frontSweep(closed, (runId) => logs.delete(runId))
+  const sweep = (now: number) => sweepClosed((log) => log.expiresAt <= now || closed.size > capacity)
   const notify = (log: MemoryLog) => {
     const changed = log.changed
     log.changed = Deferred.makeUnsafe<void>()

@@ -18,6 +18,7 @@ import type { StreamChunk, UIMessage } from "@tanstack/ai"
 import { modelMessagesToUIMessages, StreamProcessor } from "@tanstack/ai"
 import { Clock, Context, Duration, Effect, Layer, Option, Schema, Stream } from "effect"
 import type { ChatRequestParams } from "./Chat.ts"
+import { frontSweep } from "./internal/frontSweep.ts"
 
 /**
  * The store of threads could not answer. Nothing was saved.
@@ -108,7 +109,7 @@ export interface ThreadStoreOptions {
 export class ThreadStore extends Context.Service<ThreadStore, ThreadStoreBackend>()("@tanstack/ai-effect/ThreadStore") {
   /**
    * Threads in memory, for one process: kept for `retention` after their
-   * last save.
+   * last save, then freed at a later save.
    *
    * @example
    * ```ts
@@ -196,7 +197,9 @@ export const toUIMessages = (messages: ChatRequestParams["messages"]): ReadonlyA
 }
 
 const makeMemory = (retention: number): ThreadStoreBackend => {
+  // In the order of their last save, so that an expired thread is dropped from the front at the next save.
   const threads = new Map<string, { readonly thread: Thread; readonly expiresAt: number }>()
+  const sweep = frontSweep(threads)
   return {
     load: (threadId) =>
       Effect.map(Clock.currentTimeMillis, (now) => {
@@ -209,7 +212,9 @@ const makeMemory = (retention: number): ThreadStoreBackend => {
       Effect.map(Clock.currentTimeMillis, (now) => {
         const kept = threads.get(threadId)
         if (options?.whileRun !== undefined && kept?.thread.activeRun?.runId !== options.whileRun) return false
+        threads.delete(threadId)
         threads.set(threadId, { thread: structuredClone(thread), expiresAt: now + retention })
+        sweep((expired) => expired.expiresAt <= now)
         return true
       })
   }

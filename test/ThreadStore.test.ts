@@ -18,11 +18,16 @@ import { layerSqliteThreadStore } from "@tanstack/ai-effect/sqlite"
 import { scriptedText } from "@tanstack/ai-effect/testing"
 import { Context, Deferred, Effect, Layer } from "effect"
 import { HttpRouter, HttpServer } from "effect/http"
-import { describeThreadStore } from "./support/threads.ts"
+import { describeThreadRetention, describeThreadStore } from "./support/threads.ts"
 import { getOrderDef } from "./support/tools.ts"
 
-describeThreadStore("memory", () => AI.ThreadStore.layerMemory())
-describeThreadStore("SQLite", () => layerSqliteThreadStore({ filename: join(mkdtempSync(join(tmpdir(), "ai-effect-threads-")), "chat.db") }))
+for (const [name, layer] of [
+  ["memory", () => AI.ThreadStore.layerMemory()],
+  ["SQLite", () => layerSqliteThreadStore({ filename: join(mkdtempSync(join(tmpdir(), "ai-effect-threads-")), "chat.db") })]
+] as const) {
+  describeThreadStore(name, layer)
+  describeThreadRetention(name, layer)
+}
 
 /**
  * The scripted model, its stream held after its `holdAfter`-th delta until
