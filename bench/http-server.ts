@@ -37,7 +37,7 @@ import { createOpenaiChat } from '@tanstack/ai-openai'
 import { Effect, Layer } from 'effect'
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from 'effect/http'
 import { demoModel } from '../examples/chat-app/demo-model.ts'
-import { ChatApp, services, tools } from '../examples/chat-app/server.ts'
+import { ChatApp, plainRouteOptions, services, tools } from '../examples/chat-app/server.ts'
 import { notifyDef, trackShipmentDef } from '../examples/chat-app/tools.ts'
 import { getOrderDef } from '../examples/orders/tools.ts'
 
@@ -91,14 +91,12 @@ if (kind === 'model') {
   const directory = mkdtempSync(join(tmpdir(), 'ai-effect-bench-http-'))
   const adapter = createOpenaiChat('gpt-5.2', 'offline', { baseURL: modelURL! })
   const run = (params: AI.ChatRequestParams) => AI.chat({ adapter, ...params, tools: [...tools] })
-  // The app's batch, as its plain route appends.
-  const options = { batch: 4 }
   const chat =
     kind === 'route'
       ? ChatRoute.handler(run)
       : kind === 'route-log-thread'
-        ? ChatRoute.resumableHandler((params) => run(params).pipe(AI.ThreadStore.persist(params)), options)
-        : ChatRoute.resumableHandler(run, options)
+        ? ChatRoute.resumableHandler((params) => run(params).pipe(AI.ThreadStore.persist(params)), plainRouteOptions)
+        : ChatRoute.resumableHandler(run, plainRouteOptions)
   const Api = HttpRouter.use((router) => router.add('POST', '/api/chat', chat))
   NodeRuntime.runMain(
     Layer.launch(

@@ -46,6 +46,12 @@ export interface ChatAppOptions {
   readonly runs?: 'durable' | 'plain'
 }
 
+/**
+ * The plain route's options. A model streams a few words at a time: append
+ * them to the log (and so to the page) in small batches rather than core's 32.
+ */
+export const plainRouteOptions: ChatRoute.RouteOptions = { batch: 4 }
+
 /** The app's tools, for a plain run and a durable one alike. */
 export const tools = [getOrder, notify, trackShipment, refund] as const
 
@@ -128,9 +134,7 @@ export const ChatApp = (options: ChatAppOptions): Layer.Layer<never, unknown> =>
   if (options.runs === 'plain') {
     const chat = ChatRoute.persistentHandler(
       (params) => AI.chat({ adapter: options.adapter, ...params, tools: [...tools] }),
-      // A model streams a few words at a time: append them to the log (and so
-      // to the page) in small batches rather than core's 32.
-      { batch: 4 },
+      plainRouteOptions,
     )
     return listening(options, served(options, Api(options, chat)), services(options))
   }

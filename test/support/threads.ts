@@ -8,17 +8,19 @@ import * as AI from "@tanstack/ai-effect"
 import { Effect, type Layer, Option } from "effect"
 import { TestClock } from "effect/testing"
 
+/** A thread of one user message, `text`, answering `runId` (or none). */
+const thread = (runId: string | null, text: string): AI.Thread => ({
+  messages: [{ id: text, role: "user", parts: [{ type: "text", content: text }] }],
+  activeRun: runId === null ? null : { runId },
+  interrupts: null
+})
+
 export const describeThreadStore = (name: string, layer: () => Layer.Layer<AI.ThreadStore, unknown>) =>
   describe(`AI.ThreadStore on ${name}`, () => {
     it.effect("a run's save at its end is a compare-and-set on the active run: a run that ended after a newer one started saves nothing", () =>
       Effect.gen(function*() {
         const threads = yield* AI.ThreadStore
         const threadId = `thread-${crypto.randomUUID()}`
-        const thread = (runId: string | null, text: string): AI.Thread => ({
-          messages: [{ id: text, role: "user", parts: [{ type: "text", content: text }] }],
-          activeRun: runId === null ? null : { runId },
-          interrupts: null
-        })
         expect(yield* threads.load(threadId)).toEqual(Option.none())
         yield* threads.save(threadId, thread("run-1", "first"))
         yield* threads.save(threadId, thread("run-2", "second"))
@@ -38,17 +40,19 @@ export const describeThreadRetention = (name: string, layer: () => Layer.Layer<A
     it.effect("a thread is kept for the retention from its last save: one saved again outlives one saved once beside it", () =>
       Effect.gen(function*() {
         const threads = yield* AI.ThreadStore
-        const [again, once, later] = ["again", "once", "later"].map((name) => `thread-${name}-${crypto.randomUUID()}`) as [string, string, string]
-        const thread = (text: string): AI.Thread => ({ messages: [{ id: text, role: "user", parts: [{ type: "text", content: text }] }], activeRun: null, interrupts: null })
-        yield* threads.save(again, thread("first"))
-        yield* threads.save(once, thread("once"))
+        const threadId = (name: string) => `thread-${name}-${crypto.randomUUID()}`
+        const again = threadId("again")
+        const once = threadId("once")
+        const later = threadId("later")
+        yield* threads.save(again, thread(null, "first"))
+        yield* threads.save(once, thread(null, "once"))
         yield* TestClock.adjust("20 days")
-        yield* threads.save(again, thread("second"))
+        yield* threads.save(again, thread(null, "second"))
         // Past the retention (30 days) of the thread saved once, within that of the one saved again.
         yield* TestClock.adjust("15 days")
-        yield* threads.save(later, thread("later"))
-        expect(yield* threads.load(again)).toEqual(Option.some(thread("second")))
+        yield* threads.save(later, thread(null, "later"))
+        expect(yield* threads.load(again)).toEqual(Option.some(thread(null, "second")))
         expect(yield* threads.load(once)).toEqual(Option.none())
-        expect(yield* threads.load(later)).toEqual(Option.some(thread("later")))
+        expect(yield* threads.load(later)).toEqual(Option.some(thread(null, "later")))
       }).pipe(Effect.provide(layer())))
   })
