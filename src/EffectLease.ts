@@ -15,6 +15,7 @@
 import { Cause, Clock, Duration, Effect } from "effect"
 import { ClaimLost, type EffectId, type EffectStore, type Recorded } from "./EffectStore.ts"
 import { EffectInProgress, EffectTakenOver } from "./EffectToolError.ts"
+import { withDeadline } from "./internal/deadline.ts"
 import { causeForLogs } from "./internal/keys.ts"
 
 /**
@@ -124,8 +125,7 @@ export const keep = (
     const sentAt = yield* Clock.currentTimeMillis
     const stopAt = heldUntil - renewEveryMillis
     if (sentAt >= stopAt) return yield* lost()
-    const renewed = yield* store.renew(id, { fence, ttl: lease }).pipe(
-      Effect.timeoutOrElse({ duration: Duration.millis(stopAt - sentAt), orElse: () => Effect.fail(lost()) }),
+    const renewed = yield* withDeadline(store.renew(id, { fence, ttl: lease }), stopAt - sentAt, () => Effect.fail(lost())).pipe(
       Effect.as(true),
       Effect.catchTag("EffectStoreError", (error) =>
         Effect.as(Effect.logWarning(`The lease could not be renewed (${error.message}); trying again while it holds`), false))

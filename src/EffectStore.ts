@@ -21,6 +21,7 @@
  * @since 0.1.0
  */
 import { Cause, Clock, Context, Data, Deferred, Duration, Effect, Exit, Layer, Option, Schema } from "effect"
+import { withDeadline } from "./internal/deadline.ts"
 import { keyForDisplay } from "./internal/keys.ts"
 import { idKey, markInMemory, retentionOf, timeoutOf } from "./internal/store.ts"
 
@@ -414,19 +415,17 @@ export type Deadline = <A, E>(operation: StoreOperation, id: EffectId, effect: E
 
 const deadlineOf = (options: Pick<StoreOptions, "timeout"> | undefined): Deadline => {
   const timeout = timeoutOf(options)
+  const timeoutMillis = Duration.toMillis(timeout)
   return (operation, id, effect) =>
-    Effect.timeoutOrElse(effect, {
-      duration: timeout,
-      orElse: () =>
-        Effect.fail(
-          new EffectStoreError({
-            operation,
-            ...id,
-            reason: "timeout",
-            cause: new Error(`no answer within ${Duration.format(timeout)}`)
-          })
-        )
-    })
+    withDeadline(effect, timeoutMillis, () =>
+      Effect.fail(
+        new EffectStoreError({
+          operation,
+          ...id,
+          reason: "timeout",
+          cause: new Error(`no answer within ${Duration.format(timeout)}`)
+        })
+      ))
 }
 
 /**

@@ -42,6 +42,7 @@ import {
   type EffectToolError,
   ToolOutputError
 } from "./EffectToolError.ts"
+import { withDeadline } from "./internal/deadline.ts"
 import { notJson } from "./internal/json.ts"
 import { keyForDisplay, perRunKey } from "./internal/keys.ts"
 import { isInMemory } from "./internal/store.ts"
@@ -302,7 +303,7 @@ export const effectTool = <
   const reapplyInDoubt = options?.inDoubt === "reapply"
   const exposeKey = options?.exposeKey === true
   const lease = Duration.fromInputUnsafe(options?.lease ?? Duration.seconds(30))
-  const checkTimeout = Duration.fromInputUnsafe(options?.checkTimeout ?? Duration.seconds(10))
+  const checkTimeoutMillis = Duration.toMillis(Duration.fromInputUnsafe(options?.checkTimeout ?? Duration.seconds(10)))
   const leaseOptions: EffectLease.LeaseOptions = {
     lease,
     waitFor: Duration.fromInputUnsafe(options?.waitFor ?? Duration.seconds(30))
@@ -318,11 +319,13 @@ export const effectTool = <
     failed: Metric.withAttributes(effectToolCalls, { tool, outcome: "failed" })
   }
 
-  const checkRemote = (key: string, input: Input): Effect.Effect<Option.Option<Output>, E2, R2> => {
-    if (alreadyApplied === undefined) return Effect.succeedNone
-    return Context.isKey(alreadyApplied)
-      ? Effect.flatMap(Effect.service(alreadyApplied), (remote) => remote.alreadyApplied(key, input))
-      : alreadyApplied(key, input)
+  /** The remote check under its deadline; none without `alreadyApplied`, so that a call without one forks nothing for it. */
+  const checkRemote = (id: EffectId, input: Input): Effect.Effect<Option.Option<Output>, E2 | EffectCheckTimeout, R2> | undefined => {
+    if (alreadyApplied === undefined) return undefined
+    const check = Context.isKey(alreadyApplied)
+      ? Effect.flatMap(Effect.service(alreadyApplied), (remote) => remote.alreadyApplied(id.key, input))
+      : alreadyApplied(id.key, input)
+    return withDeadline(check, checkTimeoutMillis, () => Effect.fail(new EffectCheckTimeout({ ...id, timeoutMillis: checkTimeoutMillis })))
   }
 
   /** The record's JSON: the output schema's encoding, or the result itself when it is JSON. */
@@ -385,15 +388,10 @@ export const effectTool = <
     // One lease for both phases: the check and execute share its renewals.
     const leaseHeld = EffectLease.keep(store, id, claim, lease)
     const held = <A, E1, R1>(effect: Effect.Effect<A, E1, R1>) => Effect.raceFirst(effect, leaseHeld)
-    const checked = checkRemote(id.key, input).pipe(
-      Effect.timeoutOrElse({
-        duration: checkTimeout,
-        orElse: () => Effect.fail(new EffectCheckTimeout({ ...id, timeoutMillis: Duration.toMillis(checkTimeout) }))
-      })
-    )
+    const checked = checkRemote(id, input)
     return Effect.uninterruptibleMask((restore) =>
       Effect.gen(function*() {
-        const remote = yield* restore(held(checked))
+        const remote = checked === undefined ? Option.none<Output>() : yield* restore(held(checked))
         if (Option.isSome(remote)) {
           mayHaveHappened = true
           const stored = yield* toStored(remote.value)

@@ -7,7 +7,8 @@ import { toolDefinition } from "@tanstack/ai"
 import { describe, expect, it } from "@effect/vitest"
 import * as AI from "@tanstack/ai-effect"
 import { scriptedText } from "@tanstack/ai-effect/testing"
-import { Deferred, Effect, Fiber, Layer, Logger, Ref, Schema, Stream } from "effect"
+import { Deferred, Duration, Effect, Fiber, Layer, Logger, Ref, Schema, Stream } from "effect"
+import { TestClock } from "effect/testing"
 import { runWith, toolResults, user } from "./support/runs.ts"
 
 
@@ -63,6 +64,52 @@ describe("the record write", () => {
       const interruptedAt = Date.now()
       yield* Fiber.interrupt(running)
       expect(Date.now() - interruptedAt).toBeLessThan(3_000)
+    }))
+})
+
+describe("the deadline of a store operation", () => {
+  const id = { tool: "comment", key: "k-1" }
+  /** A memory store whose claim never answers, counting the claims it was asked for and the ones interrupted. */
+  const hangingClaims = (timeout: Duration.Input) =>
+    Effect.gen(function*() {
+      const memory = yield* Effect.service(AI.EffectStore).pipe(Effect.provide(AI.EffectStore.layerMemory()))
+      const asked = yield* Deferred.make<void>()
+      const interrupted = yield* Ref.make(0)
+      const store = yield* AI.EffectStore.make({
+        ...memory,
+        claim: () => Effect.andThen(Deferred.succeed(asked, undefined), Effect.onInterrupt(Effect.never, () => Ref.update(interrupted, (n) => n + 1)))
+      }, { timeout })
+      return { store, asked, interrupted }
+    })
+
+  it.live("an operation past its deadline fails with reason timeout, and is interrupted before the failure is seen", () =>
+    Effect.gen(function*() {
+      const { store, interrupted } = yield* hangingClaims("50 millis")
+      const error = yield* Effect.flip(store.claim(id, { owner: "a", ttl: Duration.seconds(10) }))
+      expect(error).toMatchObject({ _tag: "EffectStoreError", operation: "claim", reason: "timeout" })
+      expect(yield* Ref.get(interrupted)).toBe(1)
+    }))
+
+  it.live("interrupting the caller interrupts the operation it waits for, and returns once that has ended", () =>
+    Effect.gen(function*() {
+      const { store, asked, interrupted } = yield* hangingClaims("10 seconds")
+      const call = yield* Effect.forkChild(store.claim(id, { owner: "a", ttl: Duration.seconds(10) }))
+      yield* Deferred.await(asked)
+      yield* Fiber.interrupt(call)
+      expect(yield* Ref.get(interrupted)).toBe(1)
+    }))
+
+  it.effect("under a TestClock the deadline passes only when the test clock passes it", () =>
+    Effect.gen(function*() {
+      // An hour: a deadline kept by real timers would outlast the test.
+      const { store, asked, interrupted } = yield* hangingClaims("1 hour")
+      const call = yield* Effect.forkChild(Effect.flip(store.claim(id, { owner: "a", ttl: Duration.seconds(10) })))
+      yield* Deferred.await(asked)
+      yield* TestClock.adjust("3599999 millis")
+      expect(call.pollUnsafe()).toBeUndefined()
+      yield* TestClock.adjust("1 milli")
+      expect(yield* Fiber.join(call)).toMatchObject({ operation: "claim", reason: "timeout" })
+      expect(yield* Ref.get(interrupted)).toBe(1)
     }))
 })
 
