@@ -57,11 +57,11 @@ const droppingProxy = (target: string, events: number) =>
         upstream.on("data", (data: Buffer) => {
           if (!first) return void client.write(data)
           seen += data.toString("latin1")
-          // One HTTP chunk per event: an event ends with a blank line, its chunk with CRLF.
-          const ends = [...seen.matchAll(/\n\n\r\n/g)]
+          // An event ends with a blank line, wherever it falls in the HTTP chunks (events ready together share one).
+          const ends = [...seen.matchAll(/\n\n/g)]
           if (ends.length < events) return void client.write(data)
           // latin1: one character per byte, so positions in `seen` are byte offsets.
-          const cut = ends[events - 1]!.index! + 4
+          const cut = ends[events - 1]!.index! + 2
           client.write(data.subarray(0, cut - (seen.length - data.length)))
           client.destroy()
           upstream.destroy()

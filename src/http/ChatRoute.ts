@@ -18,11 +18,12 @@
 import { chatParamsFromRequestBody, convertMessagesToModelMessages, resumeServerSentEventsResponse, toServerSentEventsResponse } from "@tanstack/ai"
 import type { StreamChunk } from "@tanstack/ai"
 import { ByteSize, Duration, Effect, Exit, identity, Option, Predicate, Schedule, Schema, Scope, Stream } from "effect"
-import { HttpIncomingMessage, HttpServerRequest, HttpServerResponse } from "effect/http"
+import { HttpBody, HttpIncomingMessage, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { type ChatRequestParams, fromChatParams } from "../Chat.ts"
 import { toServerSentEvents } from "../ServerSentEvents.ts"
 import { Locks } from "../Locks.ts"
 import type * as DurableAgent from "../durable/DurableAgent.ts"
+import { fromReadableStreamJoined } from "../internal/batched.ts"
 import { StreamLog } from "../StreamLog.ts"
 import { ThreadStore, toUIMessages } from "../ThreadStore.ts"
 
@@ -152,6 +153,21 @@ export const response = <E, R>(
       contentType: "text/event-stream",
       headers: { "cache-control": "no-cache" }
     }))
+
+/**
+ * Core's response (its durable encoder's, or its resume's) served as it
+ * is, status, headers and bytes, except that the events ready together go
+ * out in one write: `HttpServerResponse.fromWeb` writes each event on its
+ * own, a socket write per chunk.
+ */
+const fromCoreResponse = (response: Response): HttpServerResponse.HttpServerResponse => {
+  const head = HttpServerResponse.fromWeb(new Response(null, { status: response.status, statusText: response.statusText, headers: response.headers }))
+  if (response.body === null) return head
+  return HttpServerResponse.setBody(
+    head,
+    HttpBody.stream(fromReadableStreamJoined(response.body, identity), response.headers.get("content-type") ?? undefined)
+  )
+}
 
 /**
  * A chat route's handler: reads the AG-UI request, runs the chat `run`
@@ -326,7 +342,7 @@ const serveThroughLog = <E, R, R2, R3>(
       // A cancel from any process closes the log; the run stops when this process sees it.
       const chunks = yield* Stream.toAsyncIterableEffect(guarded(run(params)).pipe(Stream.interruptWhen(log.ended(runId))))
       const durability = options?.batch === undefined ? { adapter } : { adapter, batch: options.batch }
-      return HttpServerResponse.fromWeb(toServerSentEventsResponse(chunks, { durability }))
+      return fromCoreResponse(toServerSentEventsResponse(chunks, { durability }))
     }))
   }).pipe(
     Effect.catchTags({
@@ -351,7 +367,7 @@ const resumeFromLog = <R2>(
   authorized(request, options, { runId }, Effect.gen(function*() {
     const log = yield* StreamLog
     yield* log.check(runId, offset)
-    return HttpServerResponse.fromWeb(resumeServerSentEventsResponse({ adapter: yield* log.durability({ runId, offset }) }))
+    return fromCoreResponse(resumeServerSentEventsResponse({ adapter: yield* log.durability({ runId, offset }) }))
   }))
 
 /**
@@ -656,7 +672,7 @@ export const durableHandler = <Tools extends ReadonlyArray<unknown>, R2 = never>
       if (Option.isNone(opened)) {
         return HttpServerResponse.text(`Run ${runId} is started, but no runner opened its log within ${Duration.format(startDeadline)}`, { status: 503 })
       }
-      return HttpServerResponse.fromWeb(resumeServerSentEventsResponse({ adapter: yield* log.durability({ runId, offset: "-1" }) }))
+      return fromCoreResponse(resumeServerSentEventsResponse({ adapter: yield* log.durability({ runId, offset: "-1" }) }))
     }))
   })
   /** The thread's active run while it still answers (its log is open), or undefined. */

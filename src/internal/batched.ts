@@ -118,3 +118,39 @@ export const fromAsyncIterableBatched = <A, E>(
       )
     })
   ))
+
+/**
+ * A web stream of bytes as a Stream whose every element joins the parts
+ * that were ready together: a server then writes them with one call, where
+ * a Stream of the web stream's own parts writes each (a server-sent event
+ * per part, and a socket write per event). Ending the Stream early cancels
+ * the web stream at once, a read in flight included, as `getReader()`'s
+ * `cancel` does; its async iterator would wait for that read to settle.
+ */
+export const fromReadableStreamJoined = <E>(
+  body: ReadableStream<Uint8Array>,
+  onError: (error: unknown) => E
+): Stream.Stream<Uint8Array, E> =>
+  fromAsyncIterableBatched<Uint8Array, E>({
+    [Symbol.asyncIterator]: () => {
+      const reader = body.getReader()
+      return {
+        // A read's result is an iterator result: `{ done, value }`.
+        next: () => reader.read() as Promise<IteratorResult<Uint8Array>>,
+        return: () => reader.cancel().then(() => ({ done: true, value: undefined }))
+      }
+    }
+  }, onError).pipe(Stream.mapArray((parts) => [joined(parts)]))
+
+const joined = (parts: Arr.NonEmptyReadonlyArray<Uint8Array>): Uint8Array => {
+  if (parts.length === 1) return parts[0]
+  let length = 0
+  for (const part of parts) length += part.length
+  const bytes = new Uint8Array(length)
+  let offset = 0
+  for (const part of parts) {
+    bytes.set(part, offset)
+    offset += part.length
+  }
+  return bytes
+}
