@@ -11,6 +11,9 @@
  * The reader is a pump: each settled `next()` pushes its element into the
  * batch and asks for the next one, at the cost of one `then` per element
  * (no race against the turn, no async function per element).
+ *
+ * The same batches serve a web stream of bytes (a response core encoded):
+ * the parts of a batch are joined, so that a server writes them at once.
  */
 import { Cause, Channel, Effect, Scope, Stream } from "effect"
 import * as Arr from "effect/Array"
