@@ -147,7 +147,11 @@ export class ThreadStore extends Context.Service<ThreadStore, ThreadStoreBackend
       yield* threads.save(params.threadId, { messages: initial, activeRun: { runId: params.runId }, interrupts: null })
       const transcript = makeTranscript(initial, params.runId)
       return stream.pipe(
-        Stream.tap((chunk) => Effect.sync(() => transcript.add(chunk))),
+        // Folded a batch at a time, not with an Effect per chunk.
+        Stream.mapArray((chunks) => {
+          for (const chunk of chunks) transcript.add(chunk)
+          return chunks
+        }),
         Stream.onExit(() =>
           Effect.suspend(() => threads.save(params.threadId, transcript.ended(), { whileRun: params.runId })).pipe(
             Effect.catchTag("ThreadStoreError", (error) => Effect.logWarning(`The thread's transcript could not be saved: ${error.message}`)),
