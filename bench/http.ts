@@ -13,8 +13,8 @@
  * a time with a bounded number of connections on 127.0.0.1, rounds
  * alternating: requests per second, p50 and p99 latency, and the server
  * process's CPU per request (user + system time from /proc), and the time
- * to the first chunk of an answer, one request at a time. The Effect Chat server runs without its access log,
- * since the core route writes none.
+ * to the first chunk of an answer, one request at a time. The Effect Chat
+ * server runs without its access log, since the core route writes none.
  */
 import { type ChildProcess, spawn } from 'node:child_process'
 import { join } from 'node:path'

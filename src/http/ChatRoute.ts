@@ -165,7 +165,7 @@ const fromCoreResponse = (response: Response): HttpServerResponse.HttpServerResp
   if (response.body === null) return head
   return HttpServerResponse.setBody(
     head,
-    HttpBody.stream(fromReadableStreamJoined(response.body, identity), response.headers.get("content-type") ?? undefined)
+    HttpBody.stream(fromReadableStreamJoined(response.body), response.headers.get("content-type") ?? undefined)
   )
 }
 

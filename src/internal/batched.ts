@@ -15,7 +15,7 @@
  * The same batches serve a web stream of bytes (a response core encoded):
  * the parts of a batch are joined, so that a server writes them at once.
  */
-import { Cause, Channel, Effect, Scope, Stream } from "effect"
+import { Cause, Channel, Effect, identity, Scope, Stream } from "effect"
 import * as Arr from "effect/Array"
 
 /** At most this many elements per chunk, so that a chunk stays small for the consumer. */
@@ -130,11 +130,8 @@ export const fromAsyncIterableBatched = <A, E>(
  * the web stream at once, a read in flight included, as `getReader()`'s
  * `cancel` does; its async iterator would wait for that read to settle.
  */
-export const fromReadableStreamJoined = <E>(
-  body: ReadableStream<Uint8Array>,
-  onError: (error: unknown) => E
-): Stream.Stream<Uint8Array, E> =>
-  fromAsyncIterableBatched<Uint8Array, E>({
+export const fromReadableStreamJoined = (body: ReadableStream<Uint8Array>): Stream.Stream<Uint8Array, unknown> =>
+  fromAsyncIterableBatched<Uint8Array, unknown>({
     [Symbol.asyncIterator]: () => {
       const reader = body.getReader()
       return {
@@ -143,7 +140,7 @@ export const fromReadableStreamJoined = <E>(
         return: () => reader.cancel().then(() => ({ done: true, value: undefined }))
       }
     }
-  }, onError).pipe(Stream.mapArray((parts) => [joined(parts)]))
+  }, identity).pipe(Stream.mapArray((parts) => [joined(parts)]))
 
 const joined = (parts: Arr.NonEmptyReadonlyArray<Uint8Array>): Uint8Array => {
   if (parts.length === 1) return parts[0]
