@@ -6,13 +6,18 @@
  * since effect ships none). The difference is what the engine costs per
  * activity before the activity does anything: the floor under a durable
  * run's step, and a program small enough to take upstream. Statements are
- * counted at the driver.
+ * counted at the driver, and the runner's CPU (this process's) per run.
+ *
+ * A third workflow records the same steps itself, one insert each into a
+ * table of its own after one read of what it recorded before (what a
+ * replay needs): what a durable step costs as one write, the anchor that
+ * DBOS sets, next to what the engine's activity protocol costs.
  */
 import * as NodeCrypto from '@effect/platform-node/NodeCrypto'
 import { layerSqliteClient } from '@tanstack/ai-effect/sqlite'
 import { Effect, Layer, ManagedRuntime, Schema } from 'effect'
 import { ClusterWorkflowEngine, SingleRunner } from 'effect/cluster'
-import type { SqlClient } from 'effect/sql/SqlClient'
+import { SqlClient } from 'effect/sql/SqlClient'
 import { Activity, Workflow } from 'effect/workflow'
 import { mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -33,39 +38,87 @@ const workflowOf = (activities: number) => {
   return { workflow, layer }
 }
 
-/** The engine alone: a run's time with no activity and with the bench run's activities, and the statements of each. */
+/** Every workflow of this bench: a payload of one id, no result. */
+type IdWorkflow = Workflow.Workflow<string, Schema.Struct<{ readonly id: Schema.String }>, Schema.Void, Schema.Never>
+
+const journalTable = 'bench_engine_journal'
+
+/** A workflow that records its steps itself: one read of its journal, then an insert per step not recorded yet. */
+const journaledOf = (steps: number) => {
+  const workflow = Workflow.make(`Journaled${steps}`, { payload: { id: Schema.String }, idempotencyKey: ({ id }) => id })
+  const layer = workflow.toLayer(({ id }) =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient
+      const recorded = new Set((yield* sql<{ readonly step: unknown }>`SELECT step FROM ${sql(journalTable)} WHERE execution_id = ${id}`).map((row) => Number(row.step)))
+      for (let step = 0; step < steps; step++) {
+        if (recorded.has(step)) continue
+        yield* sql`INSERT INTO ${sql(journalTable)} (execution_id, step, result) VALUES (${id}, ${step}, ${'{}'}) ON CONFLICT DO NOTHING`
+      }
+    }).pipe(Effect.orDie))
+  return { workflow, layer }
+}
+
+/** The engine alone: a run's time with no activity, with the bench run's activities, and with as many steps it records itself. */
 export interface EngineRow {
   readonly storage: string
   readonly runMicros: number
   readonly stepsMicros: number
+  readonly journaledMicros: number
+  /** What a step the workflow records itself adds to a run, against a run with no step in the same rounds. */
+  readonly journaledStepMicros: number
   readonly statementsPerRun: number
   readonly statementsPerStepsRun: number
+  readonly statementsPerJournaledRun: number
+  /** This process's CPU (user and system) per run: the runner's, and on SQLite the database's too. */
+  readonly runnerCpuPerRun: number
+  readonly runnerCpuPerStepsRun: number
 }
 
 /** How many activities a timed run of the steps workflow runs. */
 export const engineSteps = steps
 
+/** Runs counted one at a time for their statements and CPU. */
+const countedRunCount = 40
+
 const engineCase = async (storage: string, client: Layer.Layer<SqlClient, unknown>, options: { readonly rounds: number; readonly iterations: number }): Promise<EngineRow> => {
   const statements = countStatements()
   const empty = workflowOf(0)
   const stepped = workflowOf(steps)
-  const runtime = ManagedRuntime.make(Layer.mergeAll(empty.layer, stepped.layer).pipe(
+  const journaled = journaledOf(steps)
+  const runtime = ManagedRuntime.make(Layer.mergeAll(empty.layer, stepped.layer, journaled.layer).pipe(
     Layer.provideMerge(ClusterWorkflowEngine.layer),
     Layer.provide(SingleRunner.layer()),
     Layer.provide(NodeCrypto.layerDigest),
-    Layer.provide(client),
+    Layer.provideMerge(client),
     Layer.provide(statements.layer),
   ))
   let run = 0
-  const runOf = (workflow: typeof empty.workflow) => () => runtime.runPromise(workflow.execute({ id: `${storage}-${run++}` }))
+  const runOf = (workflow: IdWorkflow) => () => runtime.runPromise(workflow.execute({ id: `${storage}-${run++}` }))
+  /** The statements of one run, and this process's CPU per run over the same runs. */
+  const countedRuns = async (workflow: IdWorkflow) => {
+    const before = process.cpuUsage()
+    const statementsPerRun = await requestsPerRun(statements, runOf(workflow), countedRunCount)
+    const cpu = process.cpuUsage(before)
+    return { statementsPerRun, cpuMicros: (cpu.user + cpu.system) / countedRunCount }
+  }
   try {
+    await runtime.runPromise(Effect.flatMap(Effect.service(SqlClient), (sql) =>
+      sql`CREATE TABLE IF NOT EXISTS ${sql(journalTable)} (execution_id TEXT NOT NULL, step INTEGER NOT NULL, result TEXT NOT NULL, PRIMARY KEY (execution_id, step))`))
     const timed = await pair(`effect's engine on ${storage}`, undefined, options, runOf(empty.workflow), runOf(stepped.workflow))
+    const recordedItself = await pair(`effect's engine on ${storage}, steps the workflow records`, undefined, options, runOf(empty.workflow), runOf(journaled.workflow))
+    const emptyRuns = await countedRuns(empty.workflow)
+    const steppedRuns = await countedRuns(stepped.workflow)
     return {
       storage,
       runMicros: timed.rawMicros,
       stepsMicros: timed.oursMicros,
-      statementsPerRun: await requestsPerRun(statements, runOf(empty.workflow)),
-      statementsPerStepsRun: await requestsPerRun(statements, runOf(stepped.workflow)),
+      journaledMicros: recordedItself.oursMicros,
+      journaledStepMicros: (recordedItself.oursMicros - recordedItself.rawMicros) / steps,
+      statementsPerRun: emptyRuns.statementsPerRun,
+      statementsPerStepsRun: steppedRuns.statementsPerRun,
+      statementsPerJournaledRun: (await countedRuns(journaled.workflow)).statementsPerRun,
+      runnerCpuPerRun: emptyRuns.cpuMicros,
+      runnerCpuPerStepsRun: steppedRuns.cpuMicros,
     }
   } finally {
     await runtime.dispose()

@@ -39,8 +39,11 @@ console.table(engine.map((row) => ({
   'run, no activity µs': row.runMicros.toFixed(0),
   [`run, ${engineSteps} activities µs`]: row.stepsMicros.toFixed(0),
   'per activity µs': ((row.stepsMicros - row.runMicros) / engineSteps).toFixed(0),
+  [`run, ${engineSteps} steps it records µs`]: row.journaledMicros.toFixed(0),
   'statements, no activity': row.statementsPerRun,
   [`statements, ${engineSteps} activities`]: row.statementsPerStepsRun,
+  [`statements, ${engineSteps} steps it records`]: row.statementsPerJournaledRun,
+  'runner CPU per activity µs': ((row.runnerCpuPerStepsRun - row.runnerCpuPerRun) / engineSteps).toFixed(0),
 })))
 
 const durableLoad = await benchDurableLoad({ quick })
@@ -227,10 +230,10 @@ const table = [
         : `${row.statementsWithChatPerRun.toFixed(1)} (+${((row.statementsWithChatPerRun - row.statementsPerRun) / activitiesPerRun).toFixed(2)})`
     } |`),
   '',
-  `| effect's cluster engine alone (SingleRunner), no package code | a run, no activity | a run of ${engineSteps} activities that do nothing | per activity | statements: run, of ${engineSteps} activities (per activity) |`,
-  '| --- | --- | --- | --- | --- |',
+  `| effect's cluster engine alone (SingleRunner), no package code | a run, no activity | a run of ${engineSteps} activities that do nothing | per activity | the runner's CPU per activity | statements: run, of ${engineSteps} activities (per activity) | a run that records ${engineSteps} steps itself (an insert each), per step | its statements |`,
+  '| --- | --- | --- | --- | --- | --- | --- | --- |',
   ...engine.map((row) =>
-    `| ${row.storage} | ${row.runMicros.toFixed(0)} µs | ${row.stepsMicros.toFixed(0)} µs | ${((row.stepsMicros - row.runMicros) / engineSteps).toFixed(0)} µs | ${row.statementsPerRun}, ${row.statementsPerStepsRun} (${((row.statementsPerStepsRun - row.statementsPerRun) / engineSteps).toFixed(1)}) |`),
+    `| ${row.storage} | ${row.runMicros.toFixed(0)} µs | ${row.stepsMicros.toFixed(0)} µs | ${((row.stepsMicros - row.runMicros) / engineSteps).toFixed(0)} µs | ${((row.runnerCpuPerStepsRun - row.runnerCpuPerRun) / engineSteps).toFixed(0)} µs | ${row.statementsPerRun}, ${row.statementsPerStepsRun} (${((row.statementsPerStepsRun - row.statementsPerRun) / engineSteps).toFixed(1)}) | ${row.journaledMicros.toFixed(0)} µs, ${row.journaledStepMicros.toFixed(0)} µs | ${row.statementsPerJournaledRun} |`),
   '',
   '| durable runs started at once | runners | runs | model answers after | runs/s | p50 per run | p99 per run | statements per run | model requests per run (2: each turn once) | database CPU per run (share of one core) | failed |',
   '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |',
