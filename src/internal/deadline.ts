@@ -17,6 +17,9 @@ import { Clock, Context, Effect, Fiber } from "effect"
 /** Node runs a timer longer than this (about 24.8 days) at once. */
 const maxTimerMillis = 2 ** 31 - 1
 
+/** Effect's own clock: the `Clock` reference's default, which a fiber has unless something provides another. */
+const effectClock = Context.getOrElse(Context.empty(), Clock.Clock, () => undefined)
+
 /**
  * `effect`, or `onTimeout` once `millis` have passed without an answer (the
  * effect is then interrupted, and awaited, first). Interrupting the caller
@@ -28,8 +31,7 @@ export const withDeadline = <A, E, R, A2, E2, R2>(
   onTimeout: () => Effect.Effect<A2, E2, R2>
 ): Effect.Effect<A | A2, E | E2, R | R2> =>
   Effect.withFiber((caller) => {
-    const liveClock = Context.getOrElse(Context.empty(), Clock.Clock, () => undefined)
-    if (caller.getRef(Clock.Clock) !== liveClock || millis > maxTimerMillis) {
+    if (caller.getRef(Clock.Clock) !== effectClock || millis > maxTimerMillis) {
       return Effect.timeoutOrElse(effect, { duration: millis, orElse: onTimeout })
     }
     return Effect.flatMap(Effect.forkChild(effect, { startImmediately: true }), (fiber) => {
