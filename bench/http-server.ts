@@ -8,7 +8,7 @@
  * - `effect-durable <port> <model URL>`: the same server with its default
  *   durable runs, on the engine in its SQLite file;
  * - `core <port> <model URL>`: a route on node:http with core `chat()` and
- *   core server tools of the app's three definitions (so that each model
+ *   core server tools of the app's four definitions (so that each model
  *   request declares the same tools), against the same model;
  * - `core-on-effect-http <port> <model URL>`: the same core route served by
  *   `effect/http` through web `Request`/`Response` conversions, the way
@@ -38,12 +38,12 @@ import { Effect, Layer } from 'effect'
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from 'effect/http'
 import { demoModel } from '../examples/chat-app/demo-model.ts'
 import { ChatApp, plainRouteOptions, services, tools } from '../examples/chat-app/server.ts'
-import { notifyDef, trackShipmentDef } from '../examples/chat-app/tools.ts'
+import { notifyDef, refundDef, trackShipmentDef } from '../examples/chat-app/tools.ts'
 import { getOrderDef } from '../examples/orders/tools.ts'
 
 const [kind, portText, modelURL] = process.argv.slice(2)
 
-/** Core's route: `chat()` with core server tools of the app's `get_order`, `notify` and `track_shipment`. */
+/** Core's route: `chat()` with core server tools of the app's `get_order`, `notify`, `track_shipment` and `refund`. */
 function coreRoute() {
   const adapter = createOpenaiChat('gpt-5.2', 'offline', { baseURL: modelURL! })
   const getOrder = getOrderDef.server(async ({ id }) => {
@@ -53,9 +53,10 @@ function coreRoute() {
   let sent = 0
   const notify = notifyDef.server(async () => ({ messageId: ++sent }))
   const trackShipment = trackShipmentDef.server(async ({ id }) => ({ id, status: 'arrived' }))
+  const refund = refundDef.server(async ({ id }) => ({ id, messageId: ++sent }))
   return async (request: Request): Promise<Response> => {
     const params = await chatParamsFromRequest(request)
-    return toServerSentEventsResponse(chat({ adapter, ...params, tools: [getOrder, notify, trackShipment] }))
+    return toServerSentEventsResponse(chat({ adapter, ...params, tools: [getOrder, notify, trackShipment, refund] }))
   }
 }
 const port = Number(portText)

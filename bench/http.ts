@@ -2,7 +2,7 @@
  * A chat server under load: the Effect Chat server (its real route on
  * `effect/http`, the SQLite store, the app's tools; with plain runs, and
  * with its default durable runs on SQLite) against a core-only route
- * (node:http, core `chat()`, core server tools of the app's three tools, so
+ * (node:http, core `chat()`, core server tools of the app's four tools, so
  * that every model request declares the same tools), and that core route
  * served by `effect/http` through web `Request`/`Response` conversions, all
  * answering from the same offline demo model. Between them, Effect Chat's
