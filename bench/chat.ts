@@ -105,6 +105,21 @@ const drainCore = async (chunks: AsyncIterable<StreamChunk>) => {
   }
 }
 
+/**
+ * Lets core's devtools event client give up before anything is timed. Until
+ * it has tried to reach a devtools bus 5 times, 300 ms apart, it keeps every
+ * event a run emits (`@tanstack/devtools-event-client` 0.4: one per text
+ * delta, with the text so far); a server is past that within 1.5 s of its
+ * first run, but a loop of scripted runs never yields to timers, so the
+ * chat cases, which run first, held every event of every run of both paths
+ * (2 GB of heap by their end in a scratch run). The tries run on timers:
+ * one run starts them, and a wait of real time lets them pass.
+ */
+export const settleCoreDevtools = async () => {
+  await drainCore(coreChat({ adapter: scriptedText([{ text: 'settle' }]), messages }))
+  await new Promise((resolve) => setTimeout(resolve, 2_000))
+}
+
 /** 20 turns of 10 tool calls each, then an answer. */
 const toolCallScript = (prefix: string): ReadonlyArray<ScriptedTurn> => [
   ...Array.from({ length: 20 }, (_, turn) => ({

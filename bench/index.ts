@@ -9,7 +9,7 @@
 import { cpus } from 'node:os'
 import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { benchAtMostOncePath, benchChat, benchMemory, benchSharing, type PairResult } from './chat.ts'
+import { benchAtMostOncePath, benchChat, benchMemory, benchSharing, type PairResult, settleCoreDevtools } from './chat.ts'
 import { activitiesPerRun, benchDurable, benchDurableLoad } from './durable.ts'
 import { benchEngine, engineSteps } from './engine.ts'
 import { benchResumable } from './resumable.ts'
@@ -19,6 +19,7 @@ import { benchProcesses, benchStores, type StoreRow } from './stores.ts'
 const quick = process.argv.includes('--quick')
 const date = new Date().toISOString()
 
+await settleCoreDevtools()
 const chat = await benchChat({ quick })
 console.log(`Node ${process.version}, ${cpus().length} CPUs, ${date}${quick ? ' (quick)' : ''}`)
 console.table(chat.map((row) => ({ case: row.case, 'raw µs': row.rawMicros.toFixed(0), 'ours µs': row.oursMicros.toFixed(0), ratio: row.ratio.toFixed(2), target: row.target })))
