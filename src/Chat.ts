@@ -20,7 +20,6 @@ import { chat as coreChat } from "@tanstack/ai"
 import type { AnyTextAdapter, StreamChunk } from "@tanstack/ai"
 import type { TextActivityOptions } from "@tanstack/ai/adapters"
 import { Effect, Schema, Stream, Tracer } from "effect"
-import type * as Arr from "effect/Array"
 import { scopedAbortController } from "./internal/abort.ts"
 import { guardArguments } from "./internal/arguments.ts"
 import { fromAsyncIterableBatched } from "./internal/batched.ts"
@@ -161,6 +160,14 @@ export const chat = <
         Effect.provideService(RunContext, run),
         Effect.provideService(Tracer.ParentSpan, span)
       )
+      // The run's token usage, summed over its model turns, on the run's span;
+      // the argument guard hands over each turn's RUN_FINISHED as the model
+      // streams it.
+      const usage: Usage = { input: 0, output: 0 }
+      const countUsage = (runFinished: StreamChunk) => {
+        addUsage(usage, runFinished)
+        for (const [key, value] of Object.entries(usageAttributes(usage))) span.attribute(key, value)
+      }
       // Aborted when the stream stops before core's stream ended.
       let ended = false
       const abortController = yield* scopedAbortController(() => ended)
@@ -170,7 +177,7 @@ export const chat = <
             ...coreOptions,
             // A copy: core's option is a mutable array, and the caller's may be readonly.
             ...(coreOptions.messages === undefined ? {} : { messages: [...coreOptions.messages] }),
-            adapter: guardArguments(coreOptions.adapter),
+            adapter: guardArguments(coreOptions.adapter, countUsage),
             runId: run.runId,
             threadId: run.threadId,
             abortController,
@@ -181,17 +188,7 @@ export const chat = <
           } as unknown as Parameters<typeof coreChat>[0]) as AsyncIterable<StreamChunk>,
         catch: (cause) => new ChatError({ cause })
       })
-      // The run's token usage, summed over its model turns, on the run's span;
-      // read from each batch of chunks, not from an Effect per chunk.
-      const usage: Usage = { input: 0, output: 0 }
-      const countUsage = (batch: Arr.NonEmptyReadonlyArray<StreamChunk>) => {
-        for (const chunk of batch) {
-          if (chunk.type !== "RUN_FINISHED") continue
-          addUsage(usage, chunk)
-          for (const [key, value] of Object.entries(usageAttributes(usage))) span.attribute(key, value)
-        }
-      }
-      return fromAsyncIterableBatched(iterable, (cause) => new ChatError({ cause }), countUsage, () => {
+      return fromAsyncIterableBatched(iterable, (cause) => new ChatError({ cause }), () => {
         ended = true
       })
     })

@@ -37,11 +37,19 @@ const isJson = (text: string): boolean => {
   }
 }
 
-/** The adapter with every `TOOL_CALL_END` checked against the argument text the model streamed. */
-export const guardArguments = <TAdapter extends AnyTextAdapter>(adapter: TAdapter): TAdapter =>
+/**
+ * The adapter with every `TOOL_CALL_END` checked against the argument text
+ * the model streamed. `onRunFinished` sees each model turn's `RUN_FINISHED`
+ * as the adapter streams it (its token usage), from the same look at each
+ * chunk, so that nothing downstream reads every chunk's type again.
+ */
+export const guardArguments = <TAdapter extends AnyTextAdapter>(
+  adapter: TAdapter,
+  onRunFinished?: (chunk: StreamChunk) => void
+): TAdapter =>
   Object.create(adapter, {
     chatStream: {
-      value: (options: Parameters<TAdapter["chatStream"]>[0]) => guardStream(adapter.chatStream(options))
+      value: (options: Parameters<TAdapter["chatStream"]>[0]) => guardStream(adapter.chatStream(options), onRunFinished)
     }
   })
 
@@ -50,12 +58,17 @@ export const guardArguments = <TAdapter extends AnyTextAdapter>(adapter: TAdapte
  * adapter's, not an async generator: it costs one `then` per chunk, where a
  * generator would add several turns of the microtask queue to every delta.
  */
-const guardStream = (chunks: AsyncIterable<StreamChunk>): AsyncIterable<StreamChunk> => ({
+const guardStream = (
+  chunks: AsyncIterable<StreamChunk>,
+  onRunFinished: ((chunk: StreamChunk) => void) | undefined
+): AsyncIterable<StreamChunk> => ({
   [Symbol.asyncIterator]: () => {
     const iterator = chunks[Symbol.asyncIterator]()
     const argumentText = new Map<string, string>()
     const check = (chunk: StreamChunk): StreamChunk => {
-      if (chunk.type === "TOOL_CALL_ARGS") {
+      if (chunk.type === "RUN_FINISHED") {
+        onRunFinished?.(chunk)
+      } else if (chunk.type === "TOOL_CALL_ARGS") {
         argumentText.set(chunk.toolCallId, (argumentText.get(chunk.toolCallId) ?? "") + chunk.delta)
       } else if (chunk.type === "TOOL_CALL_END" && chunk.input !== undefined) {
         const text = argumentText.get(chunk.toolCallId)

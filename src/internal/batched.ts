@@ -26,8 +26,6 @@ type Resume<A, E> = (effect: Effect.Effect<Arr.NonEmptyReadonlyArray<A>, E | Cau
 export const fromAsyncIterableBatched = <A, E>(
   iterable: AsyncIterable<A>,
   onError: (error: unknown) => E,
-  /** Sees every batch before it goes out, without a stage of its own. */
-  onBatch?: (batch: Arr.NonEmptyReadonlyArray<A>) => void,
   /** Called once the iterable has ended (not when it failed, nor when the stream stopped before). */
   onEnd?: () => void
 ): Stream.Stream<A, E> =>
@@ -56,7 +54,6 @@ export const fromAsyncIterableBatched = <A, E>(
         const out = batch
         if (Arr.isArrayNonEmpty(out)) {
           batch = []
-          onBatch?.(out)
           resume(Effect.succeed(out))
         } else if (failure !== undefined) {
           resume(Effect.fail(onError(failure.error)))
