@@ -25,7 +25,7 @@ import { guardArguments } from "./internal/arguments.ts"
 import { fromAsyncIterableBatched } from "./internal/batched.ts"
 import { makeRun } from "./internal/run.ts"
 import { unwrapScoped } from "./internal/scoped.ts"
-import { addUsage, type Usage } from "./internal/agui.ts"
+import { addReportedUsage, type Usage } from "./internal/agui.ts"
 import { usageAttributes } from "./internal/telemetry.ts"
 import { RunContext } from "./RunContext.ts"
 import { type ServerTool, wrapToolsForRun } from "./ServerTool.ts"
@@ -164,8 +164,8 @@ export const chat = <
       // the argument guard hands over each turn's RUN_FINISHED as the model
       // streams it.
       const usage: Usage = { input: 0, output: 0 }
-      const countUsage = (runFinished: StreamChunk) => {
-        addUsage(usage, runFinished)
+      const countUsage = (runFinished: { readonly usage?: unknown }) => {
+        addReportedUsage(usage, runFinished.usage)
         for (const [key, value] of Object.entries(usageAttributes(usage))) span.attribute(key, value)
       }
       // Aborted when the stream stops before core's stream ended.

@@ -13,6 +13,9 @@
 import type { AnyTextAdapter, StreamChunk } from "@tanstack/ai"
 import { Predicate } from "effect"
 
+/** A model turn's last chunk, with the turn's token usage. */
+type RunFinished = Extract<StreamChunk, { readonly type: "RUN_FINISHED" }>
+
 /** Tool arguments nested deeper than this are refused; no tool schema needs as many levels. */
 export const maxArgumentDepth = 512
 
@@ -45,7 +48,7 @@ const isJson = (text: string): boolean => {
  */
 export const guardArguments = <TAdapter extends AnyTextAdapter>(
   adapter: TAdapter,
-  onRunFinished?: (chunk: StreamChunk) => void
+  onRunFinished?: (chunk: RunFinished) => void
 ): TAdapter =>
   Object.create(adapter, {
     chatStream: {
@@ -60,7 +63,7 @@ export const guardArguments = <TAdapter extends AnyTextAdapter>(
  */
 const guardStream = (
   chunks: AsyncIterable<StreamChunk>,
-  onRunFinished: ((chunk: StreamChunk) => void) | undefined
+  onRunFinished: ((chunk: RunFinished) => void) | undefined
 ): AsyncIterable<StreamChunk> => ({
   [Symbol.asyncIterator]: () => {
     const iterator = chunks[Symbol.asyncIterator]()
