@@ -9,11 +9,13 @@
 import { describe, expect, it } from "@effect/vitest"
 import * as AI from "@tanstack/ai-effect"
 import { DurableAgent, DurableEngine } from "@tanstack/ai-effect/durable"
+import { createOpenaiChat } from "@tanstack/ai-openai"
 import { fakeOpenAI, type FakeReply, type ResponsesRequest, scriptedText } from "@tanstack/ai-effect/testing"
-import { Effect, Exit, Layer, Ref, Schedule, Scope, Stream } from "effect"
+import { Deferred, Effect, Exit, Layer, Option, Ref, Schedule, Scope, Stream } from "effect"
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { getOrderDef } from "./support/tools.ts"
 import { completes, makeOrdersAgent, makeRefundAgent, ordersModel, refundModel, requestsPerTurn, stateOf, user } from "./support/durable.ts"
 
 describe("a durable run in one process", () => {
@@ -90,6 +92,42 @@ describe("DurableEngine.layerSqlite, the embedded engine", () => {
       yield* Scope.close(first, Exit.void)
       yield* Effect.scoped(Layer.build(engine()))
     }), 60_000)
+})
+
+describe("a durable run cancelled in its tool call", () => {
+  const cancelled = (engine: Layer.Layer<DurableAgent.DurableServices, unknown>) =>
+    Effect.gen(function*() {
+      const model = yield* fakeOpenAI(ordersModel())
+      const started = yield* Deferred.make<void>()
+      const finalized = yield* Deferred.make<void>()
+      const agent = DurableAgent.make(AI.defineAgent({
+        name: "stuck",
+        adapter: createOpenaiChat("gpt-5.2", "test-key", { baseURL: model.baseURL, maxRetries: 0 }),
+        instructions: "Look orders up.",
+        tools: [AI.serverTool(getOrderDef, () =>
+          Effect.andThen(Deferred.succeed(started, undefined), Effect.never).pipe(Effect.onInterrupt(() => Deferred.succeed(finalized, undefined))))]
+      }))
+      yield* Effect.gen(function*() {
+        yield* agent.start({ runId: "run-cancelled", messages: user })
+        yield* Deferred.await(started)
+        expect(yield* agent.cancel("run-cancelled")).toBe(true)
+        yield* Deferred.await(finalized)
+        // The engine ends the run once it applied the interrupt; until then it is still running.
+        const exit = yield* agent.poll("run-cancelled").pipe(
+          Effect.repeat({ until: Option.isSome, schedule: Schedule.spaced("20 millis") }),
+          Effect.flatMap(Effect.fromOption)
+        )
+        expect(Exit.hasInterrupts(exit)).toBe(true)
+        expect(yield* agent.cancel("run-cancelled")).toBe(false)
+        expect(model.requests).toHaveLength(1)
+      }).pipe(Effect.provide(agent.layer.pipe(Layer.provideMerge(engine))))
+    }).pipe(Effect.scoped)
+
+  it.live("on the memory engine: the tool is interrupted and its finalizer runs, the run ends interrupted, and the model is asked nothing more", () =>
+    cancelled(DurableEngine.layerMemory))
+
+  it.live("on SQLite: the tool is interrupted and its finalizer runs, the run ends interrupted, and the model is asked nothing more", () =>
+    cancelled(DurableEngine.layerSqlite({ filename: join(mkdtempSync(join(tmpdir(), "ai-effect-durable-")), "runs.db") })), 60_000)
 })
 
 describe("a durable run asked for after it ended", () => {
