@@ -2,7 +2,7 @@
  * What a durable run costs next to a plain one: the same agent run (a model
  * turn with a tool call, then an answer) through `AI.runAgent`, and through
  * `DurableAgent.run` on the memory engine, on SQLite and on PostgreSQL,
- * where each model turn and tool call is an activity the engine records.
+ * where each model turn and tool call is a step the run records.
  * Both ask the fake OpenAI server on 127.0.0.1 through the real adapter, as
  * a deployment asks its provider (minus the provider's own time). On SQL,
  * the statements a run sends are counted at the driver.
@@ -62,8 +62,8 @@ export interface DurableRow extends PairResult {
   readonly statementsWithChatPerRun?: number
 }
 
-/** The activities of the bench's run: two model turns and one tool call (the run's end is no activity). */
-export const activitiesPerRun = 3
+/** The steps of the bench's run: two model turns and one tool call (the run's end is no step). */
+export const stepsPerRun = 3
 
 const durableCase = async (
   name: string,
@@ -73,6 +73,8 @@ const durableCase = async (
     readonly iterations: number
     /** The chat's log and thread store on the engine's database, to count a chat run's statements too. */
     readonly chatStores?: (counter: Layer.Layer<never>) => Layer.Layer<AI.StreamLog | AI.ThreadStore, unknown>
+    /** The ratio to `AI.runAgent` the case is held to. */
+    readonly target?: number
   },
 ): Promise<DurableRow> => {
   const server = await startFakeOpenAI(model)
@@ -88,7 +90,7 @@ const durableCase = async (
     const plain = runsOn(engineOf(statements.layer))
     const measured = await (async () => {
       try {
-        const timed = await pair(name, undefined, options, () => Effect.runPromise(Stream.runDrain(AI.runAgent(agent, { messages }))), plain.run)
+        const timed = await pair(name, options.target, options, () => Effect.runPromise(Stream.runDrain(AI.runAgent(agent, { messages }))), plain.run)
         return options.chatStores === undefined ? timed : { ...timed, statementsPerRun: await requestsPerRun(statements, plain.run) }
       } finally {
         // One engine at a time: SQLite's engine lock admits one per file, and the counted chat runs come next.
@@ -134,6 +136,7 @@ export const benchDurable = async (options: { readonly quick: boolean }): Promis
             ...sizes,
             chatStores: (counter) =>
               Layer.merge(layerSqlStreamLog(), layerSqlThreadStore()).pipe(Layer.provide(pgClient(postgres.url)), Layer.provide(counter)),
+            target: 3,
           },
         ),
       )

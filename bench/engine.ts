@@ -26,10 +26,10 @@ import { pgClient } from '../test/support/backends.ts'
 import { countStatements, requestsPerRun } from '../test/support/roundTrips.ts'
 import { missing, startPostgres } from '../test/support/services.ts'
 import { pair } from './chat.ts'
-import { activitiesPerRun } from './durable.ts'
+import { stepsPerRun } from './durable.ts'
 
-/** The activities of the bench's durable run, as no-ops. */
-const steps = activitiesPerRun
+/** The steps of the bench's durable run, as activities that do nothing. */
+const steps = stepsPerRun
 
 const workflowOf = (activities: number) => {
   const workflow = Workflow.make(`Steps${activities}`, { payload: { id: Schema.String }, idempotencyKey: ({ id }) => id })

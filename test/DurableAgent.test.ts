@@ -41,7 +41,7 @@ describe("a durable run in one process", () => {
         ["call_notify", JSON.stringify({ sent: 1 })]
       ])
       expect(chunks.flatMap((chunk) => chunk.type === "TEXT_MESSAGE_CONTENT" ? [chunk.delta] : []).join("")).toBe("A-100 has shipped, and ada knows.")
-      // The tools run in the run's activities, not on the client: core's client notices stay out.
+      // The tools run in the run's steps, not on the client: core's client notices stay out.
       expect(chunks.some((chunk) => chunk.type === "MESSAGES_SNAPSHOT" || (chunk.type === "CUSTOM" && chunk.name === "tool-input-available"))).toBe(false)
     }).pipe(Effect.scoped))
 
@@ -249,7 +249,7 @@ describe("a failing model turn", () => {
   }
   const quickly = { turnRetry: Schedule.max([Schedule.spaced("10 millis"), Schedule.recurs(3)]) }
 
-  it.live("a turn answered twice with a 429 is tried again inside its activity: the run completes, and no other turn is asked twice", () =>
+  it.live("a turn answered twice with a 429 is tried again inside its step: the run completes, and no other turn is asked twice", () =>
     Effect.gen(function*() {
       const model = yield* fakeOpenAI(failingTurn(1, 2, { failure: { status: 429, message: "slow down" } }))
       const applied = yield* Ref.make(0)
@@ -264,7 +264,7 @@ describe("a failing model turn", () => {
 
   it.live("a run that failed is tried again under its id: the failed turn is asked again, the finished turns and the effect are not", () =>
     Effect.gen(function*() {
-      // Turn 2 fails four times: the activity's try and its three retries, so the run fails once.
+      // Turn 2 fails four times: the step's try and its three retries, so the run fails once.
       const model = yield* fakeOpenAI(failingTurn(2, 4, { failure: { status: 503, message: "unavailable" } }))
       const applied = yield* Ref.make(0)
       const agent = makeOrdersAgent(model.baseURL, applied, quickly)

@@ -190,7 +190,7 @@ describe("ChatRoute.durableHandler with @tanstack/ai-client", () => {
       expect(model.requests).toHaveLength(1)
     }).pipe(Effect.scoped))
 
-  it.live("a model turn that breaks off mid-answer and is tried again inside its activity shows once: the log puts the recorded conversation back before the new attempt", () =>
+  it.live("a model turn that breaks off mid-answer and is tried again inside its step shows once: the log puts the recorded conversation back before the new attempt", () =>
     Effect.gen(function*() {
       const words = ["Once ", "upon ", "a ", "time."]
       const model = scriptedText([{ text: words }, { text: words }])

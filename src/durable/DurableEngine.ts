@@ -76,7 +76,7 @@ export interface SingleRunnerOptions {
    * - `shardLockRefreshInterval`: its heartbeat, 5 seconds (10 in effect).
    *   A heartbeat is also a deadline: a runner whose heartbeat takes longer
    *   (a loaded database, a stalled process) gives up every shard it holds
-   *   and runs the activities it had in flight again, so the interval keeps
+   *   and runs the steps it had in flight again, so the interval keeps
    *   room above the slowest heartbeat under load (about 1 second with 500
    *   runs in flight on one runner).
    *

@@ -1,14 +1,20 @@
 /**
  * What every process on one engine reads about a durable run, beside the
  * engine's own storage: the fingerprint of the input the run started with,
- * its generation (how often a failed run was tried again), and the approvals
- * it asked for, pending or answered.
+ * its generation (how often a failed run was tried again), the approvals it
+ * asked for, pending or answered, and the steps it recorded (its model
+ * turns, tool calls and approval requests, and a cancel).
  *
  * The workflow engine keeps activity results where only the run itself reads
  * them, so a caller in another process could not list the approvals a run
  * waits for, nor tell an unknown run from one that waits. This store answers
  * both, and answers an approval once: the first answer wins, by
  * compare-and-set.
+ *
+ * A run records each of its steps here itself, in one write, rather than as
+ * an activity of the engine (four statements and the engine's own hand-over
+ * per step); a run that replays reads them all in one read. A step is
+ * recorded once: the first recording wins, and a second answers it.
  *
  * `DurableEngine`'s layers provide it: in memory beside the memory engine,
  * and on the engine's own SQL database (PostgreSQL, SQLite) beside the
@@ -118,6 +124,10 @@ export interface Service {
   readonly answer: (runId: string, toolCallId: string, approved: boolean) => Effect.Effect<Answer, DurableRunStoreError>
   /** Every approval the run asked for, in the order it asked. */
   readonly approvals: (runId: string) => Effect.Effect<ReadonlyArray<Approval>, DurableRunStoreError>
+  /** The steps a generation of the run recorded: each step's name and its encoded result. */
+  readonly steps: (runId: string, generation: number) => Effect.Effect<ReadonlyMap<string, string>, DurableRunStoreError>
+  /** Records a step's encoded result unless the step is recorded; answers the recorded result, the first one. */
+  readonly record: (runId: string, generation: number, step: string, result: string) => Effect.Effect<string, DurableRunStoreError>
 }
 
 /**
@@ -152,9 +162,9 @@ export class DurableRunStore extends Context.Service<DurableRunStore, Service>()
   static readonly layerMemory: Layer.Layer<DurableRunStore> = Layer.sync(DurableRunStore, () => makeMemory())
 
   /**
-   * The store on the `SqlClient` in context (PostgreSQL or SQLite), in two
-   * tables it creates when missing: `ai_effect_durable_runs` and
-   * `ai_effect_durable_approvals`.
+   * The store on the `SqlClient` in context (PostgreSQL or SQLite), in three
+   * tables it creates when missing: `ai_effect_durable_runs`,
+   * `ai_effect_durable_approvals` and `ai_effect_durable_steps`.
    *
    * @example
    * ```ts
@@ -169,6 +179,7 @@ export class DurableRunStore extends Context.Service<DurableRunStore, Service>()
 const makeMemory = (): Service => {
   const runs = new Map<string, { fingerprint: string; generation: number }>()
   const approvals = new Map<string, Map<string, { request: ApprovalRequest; state: Approval["state"] }>>()
+  const steps = new Map<string, Map<string, string>>()
   const of = (runId: string) => {
     let calls = approvals.get(runId)
     if (calls === undefined) approvals.set(runId, calls = new Map())
@@ -204,7 +215,18 @@ const makeMemory = (): Service => {
         return { _tag: "Answered" }
       }),
     approvals: (runId) =>
-      Effect.sync(() => Array.from(approvals.get(runId)?.values() ?? [], ({ request, state }) => ({ ...request, state })))
+      Effect.sync(() => Array.from(approvals.get(runId)?.values() ?? [], ({ request, state }) => ({ ...request, state }))),
+    steps: (runId, generation) => Effect.sync(() => new Map(steps.get(`${generation}:${runId}`))),
+    record: (runId, generation, step, result) =>
+      Effect.sync(() => {
+        const key = `${generation}:${runId}`
+        let recorded = steps.get(key)
+        if (recorded === undefined) steps.set(key, recorded = new Map())
+        const first = recorded.get(step)
+        if (first !== undefined) return first
+        recorded.set(step, result)
+        return result
+      })
   }
 }
 
@@ -222,6 +244,7 @@ const makeSql = Effect.fnUntraced(function*() {
   const sql = yield* SqlClient
   const runs = sql("ai_effect_durable_runs")
   const approvals = sql("ai_effect_durable_approvals")
+  const steps = sql("ai_effect_durable_steps")
   yield* sql`CREATE TABLE IF NOT EXISTS ${runs} (
     run_id TEXT PRIMARY KEY,
     fingerprint TEXT NOT NULL,
@@ -236,6 +259,13 @@ const makeSql = Effect.fnUntraced(function*() {
       state TEXT NOT NULL,
       requested_at BIGINT NOT NULL,
       PRIMARY KEY (run_id, tool_call_id)
+    )`),
+    Effect.andThen(sql`CREATE TABLE IF NOT EXISTS ${steps} (
+      run_id TEXT NOT NULL,
+      generation INTEGER NOT NULL,
+      step TEXT NOT NULL,
+      result TEXT NOT NULL,
+      PRIMARY KEY (run_id, generation, step)
     )`),
     // Processes starting together race on IF NOT EXISTS (PostgreSQL's catalog
     // may refuse the second creation); one more attempt finds the table there.
@@ -299,6 +329,21 @@ const makeSql = Effect.fnUntraced(function*() {
             input,
             state: row.state
           })))
-      }).pipe(Effect.mapError(failed("approvals", runId)))
+      }).pipe(Effect.mapError(failed("approvals", runId))),
+    steps: (runId, generation) =>
+      sql<{ readonly step: string; readonly result: string }>`SELECT step, result FROM ${steps}
+        WHERE run_id = ${runId} AND generation = ${generation}`.pipe(
+        Effect.map((rows) => new Map(rows.map((row) => [row.step, row.result]))),
+        Effect.mapError(failed("read the steps", runId))
+      ),
+    record: (runId, generation, step, result) =>
+      // One statement: the insert, or the result recorded first (the no-op update makes RETURNING answer it).
+      sql<{ readonly result: string }>`INSERT INTO ${steps} (run_id, generation, step, result)
+        VALUES (${runId}, ${generation}, ${step}, ${result})
+        ON CONFLICT (run_id, generation, step) DO UPDATE SET step = excluded.step
+        RETURNING result`.pipe(
+        Effect.map((rows) => rows[0]!.result),
+        Effect.mapError(failed("record a step", runId))
+      )
   })
 })
