@@ -16,6 +16,7 @@ import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { getOrderDef } from "./support/tools.ts"
+import { inMemoryTracer } from "./support/tracing.ts"
 import { completes, makeOrdersAgent, makeRefundAgent, ordersModel, refundModel, requestsPerTurn, stateOf, user } from "./support/durable.ts"
 
 describe("a durable run in one process", () => {
@@ -190,6 +191,29 @@ describe("approvals of a durable run that nobody streams", () => {
         expect(yield* Ref.get(refunds)).toBe(1)
         expect(yield* agent.pendingApprovals("run-unwatched")).toEqual([])
       }).pipe(Effect.provide(agent.layer.pipe(Layer.provideMerge(DurableEngine.layerMemory))))
+    }).pipe(Effect.scoped))
+
+  it.live("each step is a span named after it, with the run's execution id; the replay after an approval answers the finished steps from their records", () =>
+    Effect.gen(function*() {
+      const { spans, tracer } = inMemoryTracer()
+      const model = yield* fakeOpenAI(refundModel)
+      const agent = makeRefundAgent(model.baseURL, yield* Ref.make(0))
+      yield* Effect.gen(function*() {
+        const executionId = yield* agent.start({ runId: "run-traced", messages: user })
+        yield* agent.pendingApprovals("run-traced").pipe(Effect.filterOrFail((approvals) => approvals.length > 0), Effect.retry(Schedule.spaced("10 millis")))
+        yield* agent.approve("run-traced", "call_refund", true)
+        yield* agent.run({ runId: "run-traced", messages: user })
+        const steps = spans.filter((span) => span.attributes.get("executionId") === executionId && span.attributes.has("replayed"))
+        expect(steps.map((span) => [span.name, span.attributes.get("replayed")])).toEqual([
+          ["turn-0", false],
+          ["ask-0", false],
+          ["turn-0", true],
+          ["ask-0", true],
+          ["tool-call_refund", false],
+          ["turn-1", false]
+        ])
+        expect(model.requests).toHaveLength(2)
+      }).pipe(Effect.provide(agent.layer.pipe(Layer.provideMerge(DurableEngine.layerMemory))), Effect.withTracer(tracer))
     }).pipe(Effect.scoped))
 
   it.live("approve on an unknown run, or on a call the run did not ask about, is a typed failure and changes nothing", () =>

@@ -442,6 +442,7 @@ export const make = <TAdapter extends AnyTextAdapter, const Tools extends Readon
      * interrupt. Only a success or a typed failure is recorded; an
      * interrupted step (the run stopped, its process lost its shards) runs
      * again on the replay. Once its effect ended, its record is not cut off.
+     * Traced as an `Activity` is: a span named after the step.
      */
     const step = <A, E, R>(name: string, codec: Schema.Codec<Exit.Exit<A, E>, string>, execute: Effect.Effect<A, E, R>) =>
       Effect.suspend(() => {
@@ -457,7 +458,9 @@ export const make = <TAdapter extends AnyTextAdapter, const Tools extends Readon
             return yield* decodeStep(codec, yield* storeRetry(runs.record(payload.runId, payload.generation, name, encoded)))
           })
         )
-      })
+      }).pipe(
+        Effect.withSpan(name, { attributes: { executionId: instance.executionId, replayed: recorded.has(name) } }, { captureStackTrace: false })
+      )
     const run = RunContext.of({ runId: payload.runId, threadId: payload.threadId, agent: agent.name, trigger: payload.trigger })
     const tools = typeof agent.tools === "function" ? agent.tools({ run }) : agent.tools
     // The model is told about every tool but runs none: each call is a step of its own.
