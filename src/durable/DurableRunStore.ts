@@ -5,8 +5,8 @@
  * asked for, pending or answered, and the steps it recorded (its model
  * turns, tool calls and approval requests, and a cancel).
  *
- * The workflow engine keeps activity results where only the run itself reads
- * them, so a caller in another process could not list the approvals a run
+ * The workflow engine keeps what a run did where only the run itself reads
+ * it, so a caller in another process could not list the approvals a run
  * waits for, nor tell an unknown run from one that waits. This store answers
  * both, and answers an approval once: the first answer wins, by
  * compare-and-set.
