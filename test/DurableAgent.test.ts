@@ -95,8 +95,8 @@ describe("DurableEngine.layerSqlite, the embedded engine", () => {
     }), 60_000)
 })
 
-describe("a durable run cancelled in its tool call", () => {
-  const cancelled = (engine: Layer.Layer<DurableAgent.DurableServices, unknown>) =>
+describe("a durable run cancelled", () => {
+  const inToolCall = (engine: Layer.Layer<DurableAgent.DurableServices, unknown>) =>
     Effect.gen(function*() {
       const model = yield* fakeOpenAI(ordersModel())
       const started = yield* Deferred.make<void>()
@@ -124,11 +124,45 @@ describe("a durable run cancelled in its tool call", () => {
       }).pipe(Effect.provide(agent.layer.pipe(Layer.provideMerge(engine))))
     }).pipe(Effect.scoped)
 
-  it.live("on the memory engine: the tool is interrupted and its finalizer runs, the run ends interrupted, and the model is asked nothing more", () =>
-    cancelled(DurableEngine.layerMemory))
+  /** A run that waits for its refund's approval, cancelled: it ends, and neither the tool nor the model runs again. */
+  const waitingForApproval = (engine: Layer.Layer<DurableAgent.DurableServices, unknown>) =>
+    Effect.gen(function*() {
+      const model = yield* fakeOpenAI(refundModel)
+      const refunds = yield* Ref.make(0)
+      const agent = makeRefundAgent(model.baseURL, refunds)
+      yield* Effect.gen(function*() {
+        yield* agent.start({ runId: "run-cancelled-waiting", messages: user })
+        yield* agent.pendingApprovals("run-cancelled-waiting").pipe(
+          Effect.filterOrFail((approvals) => approvals.length > 0),
+          Effect.retry(Schedule.spaced("10 millis"))
+        )
+        expect(yield* agent.cancel("run-cancelled-waiting")).toBe(true)
+        const exit = yield* agent.poll("run-cancelled-waiting").pipe(
+          Effect.repeat({ until: Option.isSome, schedule: Schedule.spaced("20 millis") }),
+          Effect.flatMap(Effect.fromOption)
+        )
+        expect(Exit.hasInterrupts(exit)).toBe(true)
+        // An answer that comes after the cancel finds the run ended: the refund never runs.
+        yield* agent.approve("run-cancelled-waiting", "call_refund", true)
+        expect(yield* agent.status("run-cancelled-waiting")).toMatchObject({ _tag: "Finished" })
+        expect(yield* Ref.get(refunds)).toBe(0)
+        expect(model.requests).toHaveLength(1)
+      }).pipe(Effect.provide(agent.layer.pipe(Layer.provideMerge(engine))))
+    }).pipe(Effect.scoped)
 
-  it.live("on SQLite: the tool is interrupted and its finalizer runs, the run ends interrupted, and the model is asked nothing more", () =>
-    cancelled(DurableEngine.layerSqlite({ filename: join(mkdtempSync(join(tmpdir(), "ai-effect-durable-")), "runs.db") })), 60_000)
+  const sqliteEngine = () => DurableEngine.layerSqlite({ filename: join(mkdtempSync(join(tmpdir(), "ai-effect-durable-")), "runs.db") })
+
+  it.live("in its tool call, on the memory engine: the tool is interrupted and its finalizer runs, the run ends interrupted, and the model is asked nothing more", () =>
+    inToolCall(DurableEngine.layerMemory))
+
+  it.live("in its tool call, on SQLite: the tool is interrupted and its finalizer runs, the run ends interrupted, and the model is asked nothing more", () =>
+    inToolCall(sqliteEngine()), 60_000)
+
+  it.live("while it waits for approval, on the memory engine: the run ends interrupted, and a later approval runs neither the tool nor the model", () =>
+    waitingForApproval(DurableEngine.layerMemory))
+
+  it.live("while it waits for approval, on SQLite: the run ends interrupted, and a later approval runs neither the tool nor the model", () =>
+    waitingForApproval(sqliteEngine()), 60_000)
 })
 
 describe("a durable run asked for after it ended", () => {
