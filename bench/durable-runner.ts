@@ -4,7 +4,7 @@
  * It reads commands on stdin and answers each with a JSON line on stdout:
  * `warm` runs a few runs, `shards` reports the shards it holds and is
  * releasing, `go` starts its share of the runs at once and reports each
- * run's time, `count` reports the statements it sent since `go`, `stop` ends
+ * run's time and the time of each step it executed, `count` reports the statements it sent since `go`, `stop` ends
  * it.
  */
 import { DurableEngine } from '@tanstack/ai-effect/durable'
@@ -13,7 +13,7 @@ import * as ClusterMetrics from 'effect/cluster/ClusterMetrics'
 import { createInterface } from 'node:readline'
 import { pgClient } from '../test/support/backends.ts'
 import { countStatements } from '../test/support/roundTrips.ts'
-import { answerPrefix, messages, ordersAgent, runAtOnce } from './durable.ts'
+import { answerPrefix, messages, ordersAgent, runAtOnce, stepTimer } from './durable.ts'
 
 /** What the bench gives the runner, in AI_EFFECT_BENCH_RUNNER. */
 export interface RunnerConfig {
@@ -26,10 +26,14 @@ export interface RunnerConfig {
 
 const config = JSON.parse(process.env.AI_EFFECT_BENCH_RUNNER!) as RunnerConfig
 const statements = countStatements()
+const steps = stepTimer()
 const durable = ordersAgent(config.modelURL)
-const runtime = ManagedRuntime.make(durable.layer.pipe(Layer.provideMerge(
-  DurableEngine.layerSocketRunner({ host: '127.0.0.1', port: config.port }).pipe(Layer.provide(pgClient(config.postgres)), Layer.provide(statements.layer)),
-)))
+const runtime = ManagedRuntime.make(durable.layer.pipe(
+  Layer.provideMerge(
+    DurableEngine.layerSocketRunner({ host: '127.0.0.1', port: config.port }).pipe(Layer.provide(pgClient(config.postgres)), Layer.provide(statements.layer)),
+  ),
+  Layer.provide(steps.layer),
+))
 /** An answer, on a line of its own behind `answerPrefix`: the engine logs to stdout too. */
 const say = (message: object) => process.stdout.write(`${answerPrefix}${JSON.stringify(message)}\n`)
 
@@ -47,8 +51,9 @@ for await (const command of createInterface({ input: process.stdin })) {
     say({ held: Number(held.value), releasing: Number(releasing.value) })
   } else if (command === 'go') {
     statementsAtGo = statements.count()
+    steps.reset()
     const outcomes = await runAll('load', config.runs)
-    say({ millis: outcomes.map((outcome) => outcome.millis), failed: outcomes.filter((outcome) => outcome.failed).length })
+    say({ millis: outcomes.map((outcome) => outcome.millis), stepMillis: steps.millis(), failed: outcomes.filter((outcome) => outcome.failed).length })
   } else if (command === 'count') {
     say({ statements: statements.count() - statementsAtGo })
   } else if (command === 'stop') {

@@ -13,7 +13,7 @@ import { type FakeReply, type ResponsesRequest, startFakeOpenAI } from '@tanstac
 import { createOpenaiChat } from '@tanstack/ai-openai'
 import { layerSqlStreamLog, layerSqlThreadStore } from '@tanstack/ai-effect/sql'
 import { layerSqlite, layerSqliteStreamLog, layerSqliteThreadStore } from '@tanstack/ai-effect/sqlite'
-import { Effect, Layer, ManagedRuntime, Stream } from 'effect'
+import { Effect, Layer, ManagedRuntime, Stream, Tracer } from 'effect'
 import * as ShardingConfig from 'effect/cluster/ShardingConfig'
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
@@ -158,6 +158,9 @@ export interface DurableLoadRow {
   readonly runsPerSecond: number
   readonly p50Millis: number
   readonly p99Millis: number
+  /** A step's time (a model turn, a tool call, each with its record), over every step of every run. */
+  readonly p50StepMillis: number
+  readonly p99StepMillis: number
   readonly statementsPerRun: number
   /** Model requests per run: 2 when every finished turn was asked once. */
   readonly requestsPerRun: number
@@ -167,6 +170,33 @@ export interface DurableLoadRow {
 }
 
 const percentile = (values: ReadonlyArray<number>, p: number) => [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor(values.length * p))]!
+
+/** A step's span: a model turn (`turn-<n>`) or a tool call (`tool-<id>`) that a run executed, not one it replayed. */
+const isStepSpan = (span: Tracer.NativeSpan) => /^(turn|tool)-/.test(span.name) && span.attributes.get('replayed') === false
+
+/**
+ * Times the steps of the runs in a runtime: a tracer that keeps the spans
+ * of the steps, for their durations (the model's answer or the tool, and
+ * the step's record).
+ */
+export const stepTimer = () => {
+  const spans: Array<Tracer.NativeSpan> = []
+  const tracer = Tracer.make({
+    span: (options) => {
+      const span = new Tracer.NativeSpan(options)
+      spans.push(span)
+      return span
+    },
+  })
+  return {
+    layer: Layer.succeed(Tracer.Tracer, tracer),
+    /** Forgets the steps so far, so that the next read gives those that follow. */
+    reset: () => spans.splice(0),
+    /** The durations of the steps that ended since the last reset, in milliseconds. */
+    millis: () =>
+      spans.flatMap((span) => span.status._tag === 'Ended' && isStepSpan(span) ? [Number(span.status.endTime - span.status.startTime) / 1e6] : []),
+  }
+}
 
 const modelAnswering = (delayMs: number) => startFakeOpenAI((request) => ({ ...model(request), delayMs }))
 
@@ -185,9 +215,10 @@ export const runAtOnce = (
 
 /** What a load case measured, into its row. */
 const loadRow = (
-  measured: Omit<DurableLoadRow, 'runsPerSecond' | 'p50Millis' | 'p99Millis' | 'failed' | 'database'> & {
+  measured: Omit<DurableLoadRow, 'runsPerSecond' | 'p50Millis' | 'p99Millis' | 'p50StepMillis' | 'p99StepMillis' | 'failed' | 'database'> & {
     readonly seconds: number
     readonly millis: ReadonlyArray<number>
+    readonly stepMillis: ReadonlyArray<number>
     readonly failed: number
     readonly databaseCpuMicros?: number
   },
@@ -200,6 +231,8 @@ const loadRow = (
   runsPerSecond: measured.runs / measured.seconds,
   p50Millis: percentile(measured.millis, 0.5),
   p99Millis: percentile(measured.millis, 0.99),
+  p50StepMillis: percentile(measured.stepMillis, 0.5),
+  p99StepMillis: percentile(measured.stepMillis, 0.99),
   statementsPerRun: measured.statementsPerRun,
   requestsPerRun: measured.requestsPerRun,
   ...(measured.databaseCpuMicros === undefined ? {} : {
@@ -217,12 +250,14 @@ const oneRunnerCase = async (
   databasePid?: number,
 ): Promise<DurableLoadRow> => {
   const statements = countStatements()
+  const steps = stepTimer()
   const server = await modelAnswering(modelDelayMillis)
   const durable = ordersAgent(server.baseURL)
-  const runtime = ManagedRuntime.make(durable.layer.pipe(Layer.provideMerge(engineOf(statements.layer))))
+  const runtime = ManagedRuntime.make(durable.layer.pipe(Layer.provideMerge(engineOf(statements.layer)), Layer.provide(steps.layer)))
   try {
     // One run first, so that the engine has started before the clock does.
     await runtime.runPromise(durable.run({ runId: `load-warm-${Date.now()}`, messages }))
+    steps.reset()
     const requestsBefore = server.requests.length
     const statementsBefore = statements.count()
     const cpuBefore = databasePid === undefined ? 0 : treeCpuMicros(databasePid)
@@ -235,6 +270,7 @@ const oneRunnerCase = async (
       modelDelayMillis,
       seconds: (performance.now() - started) / 1000,
       millis: outcomes.map((outcome) => outcome.millis),
+      stepMillis: steps.millis(),
       statementsPerRun: (statements.count() - statementsBefore) / runs,
       requestsPerRun: (server.requests.length - requestsBefore) / runs,
       failed: outcomes.filter((outcome) => outcome.failed).length,
@@ -330,7 +366,9 @@ const twoRunnersCase = async (
     const requestsBefore = server.requests.length
     const cpuBefore = treeCpuMicros(postgres.pid()!)
     const started = performance.now()
-    const outcomes = await Promise.all(runners.map((runner) => runner.ask<{ readonly millis: ReadonlyArray<number>; readonly failed: number }>('go')))
+    const outcomes = await Promise.all(
+      runners.map((runner) => runner.ask<{ readonly millis: ReadonlyArray<number>; readonly stepMillis: ReadonlyArray<number>; readonly failed: number }>('go')),
+    )
     const seconds = (performance.now() - started) / 1000
     const databaseCpuMicros = treeCpuMicros(postgres.pid()!) - cpuBefore
     const counted = await Promise.all(runners.map((runner) => runner.ask<{ readonly statements: number }>('count')))
@@ -342,6 +380,7 @@ const twoRunnersCase = async (
       modelDelayMillis,
       seconds,
       millis: outcomes.flatMap((outcome) => outcome.millis),
+      stepMillis: outcomes.flatMap((outcome) => outcome.stepMillis),
       statementsPerRun: counted.reduce((sum, count) => sum + count.statements, 0) / runs,
       requestsPerRun: (server.requests.length - requestsBefore) / runs,
       failed: outcomes.reduce((sum, outcome) => sum + outcome.failed, 0),

@@ -56,6 +56,8 @@ console.table(durableLoad.map((row) => ({
   'runs/s': row.runsPerSecond.toFixed(0),
   'p50 ms': row.p50Millis.toFixed(0),
   'p99 ms': row.p99Millis.toFixed(0),
+  'p50 step ms': row.p50StepMillis.toFixed(1),
+  'p99 step ms': row.p99StepMillis.toFixed(1),
   'statements per run': row.statementsPerRun.toFixed(1),
   'model requests per run': row.requestsPerRun,
   'database CPU ms per run': row.database?.cpuMillisPerRun.toFixed(2) ?? '—',
@@ -236,10 +238,10 @@ const table = [
   ...engine.map((row) =>
     `| ${row.storage} | ${row.runMicros.toFixed(0)} µs | ${row.stepsMicros.toFixed(0)} µs | ${((row.stepsMicros - row.runMicros) / engineSteps).toFixed(0)} µs | ${((row.runnerCpuPerStepsRun - row.runnerCpuPerRun) / engineSteps).toFixed(0)} µs | ${row.statementsPerRun}, ${row.statementsPerStepsRun} (${((row.statementsPerStepsRun - row.statementsPerRun) / engineSteps).toFixed(1)}) | ${row.journaledMicros.toFixed(0)} µs, ${row.journaledStepMicros.toFixed(0)} µs | ${row.statementsPerJournaledRun} |`),
   '',
-  '| durable runs started at once | runners | runs | model answers after | runs/s | p50 per run | p99 per run | statements per run | model requests per run (2: each turn once) | database CPU per run (share of one core) | failed |',
-  '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |',
+  '| durable runs started at once | runners | runs | model answers after | runs/s | p50 per run | p99 per run | p50 per step | p99 per step | statements per run | model requests per run (2: each turn once) | database CPU per run (share of one core) | failed |',
+  '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |',
   ...durableLoad.map((row) =>
-    `| ${row.engine} | ${row.runners}${row.joining === true ? ' (the second joins as the runs start)' : ''} | ${row.runs} | ${row.modelDelayMillis} ms | ${row.runsPerSecond.toFixed(0)} | ${row.p50Millis.toFixed(0)} ms | ${row.p99Millis.toFixed(0)} ms | ${row.statementsPerRun.toFixed(1)} | ${row.requestsPerRun} | ${
+    `| ${row.engine} | ${row.runners}${row.joining === true ? ' (the second joins as the runs start)' : ''} | ${row.runs} | ${row.modelDelayMillis} ms | ${row.runsPerSecond.toFixed(0)} | ${row.p50Millis.toFixed(0)} ms | ${row.p99Millis.toFixed(0)} ms | ${row.p50StepMillis.toFixed(1)} ms | ${row.p99StepMillis.toFixed(1)} ms | ${row.statementsPerRun.toFixed(1)} | ${row.requestsPerRun} | ${
       row.database === undefined ? '— (in the runner)' : `${row.database.cpuMillisPerRun.toFixed(2)} ms (${(row.database.coreShare * 100).toFixed(0)}%)`
     } | ${row.failed} |`),
   '',
