@@ -25,6 +25,7 @@ import { pgClient } from '../test/support/backends.ts'
 import { countStatements, requestsPerRun } from '../test/support/roundTrips.ts'
 import { freePort, missing, startPostgres, type TestServer } from '../test/support/services.ts'
 import { getOrderDef } from '../test/support/tools.ts'
+import { inMemoryTracer } from '../test/support/tracing.ts'
 import { pair, type PairResult } from './chat.ts'
 import { treeCpuMicros } from './cpu.ts'
 import type { RunnerConfig } from './durable-runner.ts'
@@ -180,14 +181,7 @@ const isStepSpan = (span: Tracer.NativeSpan) => /^(turn|tool)-/.test(span.name) 
  * the step's record).
  */
 export const stepTimer = () => {
-  const spans: Array<Tracer.NativeSpan> = []
-  const tracer = Tracer.make({
-    span: (options) => {
-      const span = new Tracer.NativeSpan(options)
-      spans.push(span)
-      return span
-    },
-  })
+  const { spans, tracer } = inMemoryTracer()
   return {
     layer: Layer.succeed(Tracer.Tracer, tracer),
     /** Forgets the steps so far, so that the next read gives those that follow. */

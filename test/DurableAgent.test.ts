@@ -9,15 +9,13 @@
 import { describe, expect, it } from "@effect/vitest"
 import * as AI from "@tanstack/ai-effect"
 import { DurableAgent, DurableEngine } from "@tanstack/ai-effect/durable"
-import { createOpenaiChat } from "@tanstack/ai-openai"
 import { fakeOpenAI, type FakeReply, type ResponsesRequest, scriptedText } from "@tanstack/ai-effect/testing"
 import { Deferred, Effect, Exit, Layer, Option, Ref, Schedule, Scope, Stream } from "effect"
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { getOrderDef } from "./support/tools.ts"
 import { inMemoryTracer } from "./support/tracing.ts"
-import { completes, makeOrdersAgent, makeRefundAgent, ordersModel, refundModel, requestsPerTurn, stateOf, user } from "./support/durable.ts"
+import { completes, makeOrdersAgent, makeRefundAgent, makeStuckAgent, ordersModel, refundModel, requestsPerTurn, stateOf, user } from "./support/durable.ts"
 
 describe("a durable run in one process", () => {
   it.live("3 turns with 2 tool calls, one an effect tool, complete on the memory engine; the same run id returns the result and requests nothing", () =>
@@ -101,13 +99,7 @@ describe("a durable run cancelled", () => {
       const model = yield* fakeOpenAI(ordersModel())
       const started = yield* Deferred.make<void>()
       const finalized = yield* Deferred.make<void>()
-      const agent = DurableAgent.make(AI.defineAgent({
-        name: "stuck",
-        adapter: createOpenaiChat("gpt-5.2", "test-key", { baseURL: model.baseURL, maxRetries: 0 }),
-        instructions: "Look orders up.",
-        tools: [AI.serverTool(getOrderDef, () =>
-          Effect.andThen(Deferred.succeed(started, undefined), Effect.never).pipe(Effect.onInterrupt(() => Deferred.succeed(finalized, undefined))))]
-      }))
+      const agent = makeStuckAgent(model.baseURL, started, finalized)
       yield* Effect.gen(function*() {
         yield* agent.start({ runId: "run-cancelled", messages: user })
         yield* Deferred.await(started)

@@ -21,8 +21,7 @@ import { createOpenaiChat } from "@tanstack/ai-openai"
 import { Cause, Context, Deferred, Effect, Exit, Layer, Ref, Schedule } from "effect"
 import { HttpRouter, HttpServer } from "effect/http"
 import { chatRequestBody } from "./support/agui.ts"
-import { makeOrdersAgent, makeRefundAgent, ordersModel, refundModel, requestsPerTurn } from "./support/durable.ts"
-import { getOrderDef } from "./support/tools.ts"
+import { makeOrdersAgent, makeRefundAgent, makeStuckAgent, ordersModel, refundModel, requestsPerTurn } from "./support/durable.ts"
 
 const answer = "A-100 has shipped, and ada knows."
 
@@ -152,13 +151,7 @@ describe("ChatRoute.durableHandler with @tanstack/ai-client", () => {
       const model = yield* fakeOpenAI(ordersModel())
       const started = yield* Deferred.make<void>()
       const finalized = yield* Deferred.make<void>()
-      const agent = DurableAgent.make(AI.defineAgent({
-        name: "stuck",
-        adapter: createOpenaiChat("gpt-5.2", "test-key", { baseURL: model.baseURL, maxRetries: 0 }),
-        instructions: "Look orders up.",
-        tools: [AI.serverTool(getOrderDef, () =>
-          Effect.andThen(Deferred.succeed(started, undefined), Effect.never).pipe(Effect.onInterrupt(() => Deferred.succeed(finalized, undefined))))]
-      }))
+      const agent = makeStuckAgent(model.baseURL, started, finalized)
       const { url } = yield* serve(agent, stores())
       const ids = { threadId: "thread-stopped", runId: "run-stopped" }
       const answered = Effect.runPromise(Effect.promise(() => fetch(url, { method: "POST", body: chatRequestBody(ids, "Where is A-100?") }).then((response) => response.text())))

@@ -8,7 +8,7 @@ import * as AI from "@tanstack/ai-effect"
 import { DurableAgent } from "@tanstack/ai-effect/durable"
 import { type FakeReply, fakeOpenAI, type ResponsesRequest } from "@tanstack/ai-effect/testing"
 import { createOpenaiChat } from "@tanstack/ai-openai"
-import { Effect, Layer, Ref, Stream } from "effect"
+import { Deferred, Effect, Layer, Ref, Stream } from "effect"
 import { getOrderDef, notifyDef, refundDef } from "./tools.ts"
 
 /** How far the conversation got: the number of tool results the model was sent. */
@@ -104,3 +104,13 @@ export const completes = (engine: Layer.Layer<DurableAgent.DurableServices, unkn
       expect(yield* agent.poll("run-unknown")).toMatchObject({ _tag: "None" })
     }).pipe(Effect.provide(live))
   }).pipe(Effect.scoped)
+
+/** An agent whose order lookup never returns: `started` once the tool runs, `finalized` once its interrupt ran the finalizer. */
+export const makeStuckAgent = (baseURL: string, started: Deferred.Deferred<void>, finalized: Deferred.Deferred<void>) =>
+  DurableAgent.make(AI.defineAgent({
+    name: "stuck",
+    adapter: createOpenaiChat("gpt-5.2", "test-key", { baseURL, maxRetries: 0 }),
+    instructions: "Look orders up.",
+    tools: [AI.serverTool(getOrderDef, () =>
+      Effect.andThen(Deferred.succeed(started, undefined), Effect.never).pipe(Effect.onInterrupt(() => Deferred.succeed(finalized, undefined))))]
+  }))
