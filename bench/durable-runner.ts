@@ -4,8 +4,8 @@
  * It reads commands on stdin and answers each with a JSON line on stdout:
  * `warm` runs a few runs, `shards` reports the shards it holds and is
  * releasing, `go` starts its share of the runs at once and reports each
- * run's time and the time of each step it executed, `count` reports the statements it sent since `go`, `stop` ends
- * it.
+ * run's time and the time of each step it executed, `count` reports the
+ * statements it sent since `go`, `stop` ends it.
  */
 import { DurableEngine } from '@tanstack/ai-effect/durable'
 import { Effect, Layer, ManagedRuntime, Metric } from 'effect'

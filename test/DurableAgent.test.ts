@@ -94,6 +94,10 @@ describe("DurableEngine.layerSqlite, the embedded engine", () => {
 })
 
 describe("a durable run cancelled", () => {
+  /** The run's exit, once the engine applied the interrupt and ended it. */
+  const finished = (agent: { readonly poll: DurableAgent.DurableAgent<ReadonlyArray<unknown>>["poll"] }, runId: string) =>
+    agent.poll(runId).pipe(Effect.repeat({ until: Option.isSome, schedule: Schedule.spaced("20 millis") }), Effect.flatMap(Effect.fromOption))
+
   const inToolCall = (engine: Layer.Layer<DurableAgent.DurableServices, unknown>) =>
     Effect.gen(function*() {
       const model = yield* fakeOpenAI(ordersModel())
@@ -105,11 +109,7 @@ describe("a durable run cancelled", () => {
         yield* Deferred.await(started)
         expect(yield* agent.cancel("run-cancelled")).toBe(true)
         yield* Deferred.await(finalized)
-        // The engine ends the run once it applied the interrupt; until then it is still running.
-        const exit = yield* agent.poll("run-cancelled").pipe(
-          Effect.repeat({ until: Option.isSome, schedule: Schedule.spaced("20 millis") }),
-          Effect.flatMap(Effect.fromOption)
-        )
+        const exit = yield* finished(agent, "run-cancelled")
         expect(Exit.hasInterrupts(exit)).toBe(true)
         expect(yield* agent.cancel("run-cancelled")).toBe(false)
         expect(model.requests).toHaveLength(1)
@@ -129,10 +129,7 @@ describe("a durable run cancelled", () => {
           Effect.retry(Schedule.spaced("10 millis"))
         )
         expect(yield* agent.cancel("run-cancelled-waiting")).toBe(true)
-        const exit = yield* agent.poll("run-cancelled-waiting").pipe(
-          Effect.repeat({ until: Option.isSome, schedule: Schedule.spaced("20 millis") }),
-          Effect.flatMap(Effect.fromOption)
-        )
+        const exit = yield* finished(agent, "run-cancelled-waiting")
         expect(Exit.hasInterrupts(exit)).toBe(true)
         // An answer that comes after the cancel finds the run ended: the refund never runs.
         yield* agent.approve("run-cancelled-waiting", "call_refund", true)

@@ -454,8 +454,9 @@ export const make = <TAdapter extends AnyTextAdapter, const Tools extends Readon
             const exit = yield* Effect.exit(restore(execute))
             if (Exit.isFailure(exit) && (Cause.hasInterrupts(exit.cause) || Cause.hasDies(exit.cause))) return yield* exit
             const encoded = yield* Effect.orDie(Schema.encodeEffect(codec)(exit))
+            const kept = yield* storeRetry(runs.record(payload.runId, payload.generation, name, encoded))
             // A second process that ran the same step (a runner cut off from its shards) takes the first record.
-            return yield* decodeStep(codec, yield* storeRetry(runs.record(payload.runId, payload.generation, name, encoded)))
+            return yield* (kept === encoded ? exit : decodeStep(codec, kept))
           })
         )
       }).pipe(
