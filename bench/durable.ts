@@ -9,7 +9,7 @@
  */
 import * as AI from '@tanstack/ai-effect'
 import { DurableAgent, DurableEngine } from '@tanstack/ai-effect/durable'
-import { type FakeReply, type ResponsesRequest, startFakeOpenAI } from '@tanstack/ai-effect/testing'
+import { type FakeReply, type ResponsesRequest, scriptedText, startFakeOpenAI } from '@tanstack/ai-effect/testing'
 import { createOpenaiChat } from '@tanstack/ai-openai'
 import { layerSqlStreamLog, layerSqlThreadStore } from '@tanstack/ai-effect/sql'
 import { layerSqlite, layerSqliteStreamLog, layerSqliteThreadStore } from '@tanstack/ai-effect/sqlite'
@@ -146,6 +146,72 @@ export const benchDurable = async (options: { readonly quick: boolean }): Promis
     }
   }
   return results
+}
+
+/** Durable runs streamed at once in one process: the time per run against one run streamed at a time. */
+export interface StreamsAtOnceRow {
+  readonly runs: number
+  readonly deltas: number
+  readonly aloneMicros: number
+  readonly atOnceMicros: number
+  /** The median of the rounds' ratios of the time per run at once to one at a time, and their spread. */
+  readonly ratio: number
+  readonly ratioMin: number
+  readonly ratioMax: number
+  readonly target: number
+}
+
+/**
+ * `DurableAgent.stream` for many runs at once in one process, on the memory
+ * engine with a scripted model (one turn of `deltas` text deltas per run):
+ * the time per run when `runs` are streamed at once, against one run
+ * streamed at a time, in alternating rounds. Each run's chunks go to its
+ * own stream only, so the time per run does not grow with the runs at once.
+ */
+export const benchStreamsAtOnce = async (options: { readonly quick: boolean }): Promise<StreamsAtOnceRow> => {
+  const runs = 500
+  const deltas = 50
+  const rounds = options.quick ? 3 : 7
+  const alone = options.quick ? 50 : 200
+  const text = Array.from({ length: deltas }, (_, index) => `w${index} `)
+  const turns = (warmup: number) => warmup + rounds * (runs + alone)
+  const agent = DurableAgent.make(AI.defineAgent({
+    name: 'streams',
+    adapter: scriptedText(Array.from({ length: turns(alone) }, () => ({ text }))),
+    instructions: 'Answer.',
+    tools: [],
+  }))
+  const runtime = ManagedRuntime.make(agent.layer.pipe(Layer.provideMerge(DurableEngine.layerMemory)))
+  let run = 0
+  const streamed = () => runtime.runPromise(Stream.runDrain(agent.stream({ runId: `streams-${run++}`, messages })))
+  const perRun = async (count: number, atOnce: boolean) => {
+    const begin = performance.now()
+    if (atOnce) await Promise.all(Array.from({ length: count }, streamed))
+    else for (let index = 0; index < count; index++) await streamed()
+    return (performance.now() - begin) * 1000 / count
+  }
+  try {
+    await perRun(alone, false)
+    const aloneMicros: Array<number> = []
+    const atOnceMicros: Array<number> = []
+    for (let round = 0; round < rounds; round++) {
+      aloneMicros.push(await perRun(alone, false))
+      atOnceMicros.push(await perRun(runs, true))
+    }
+    const ratios = atOnceMicros.map((micros, round) => micros / aloneMicros[round]!)
+    return {
+      runs,
+      deltas,
+      aloneMicros: percentile(aloneMicros, 0.5),
+      atOnceMicros: percentile(atOnceMicros, 0.5),
+      ratio: percentile(ratios, 0.5),
+      ratioMin: Math.min(...ratios),
+      ratioMax: Math.max(...ratios),
+      target: 1.2,
+    }
+  } finally {
+    await runtime.dispose()
+  }
 }
 
 /** Durable runs started at once: how fast they all finish, and what each cost. */

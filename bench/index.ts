@@ -10,7 +10,7 @@ import { cpus } from 'node:os'
 import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { benchAtMostOncePath, benchChat, benchMemory, benchSharing, type PairResult, settleCoreDevtools } from './chat.ts'
-import { benchDurable, benchDurableLoad, stepsPerRun } from './durable.ts'
+import { benchDurable, benchDurableLoad, benchStreamsAtOnce, stepsPerRun } from './durable.ts'
 import { benchEngine, engineSteps } from './engine.ts'
 import { benchResumable } from './resumable.ts'
 import { benchHttp, type HttpRow } from './http.ts'
@@ -63,6 +63,11 @@ console.table(durableLoad.map((row) => ({
   'database CPU ms per run': row.database?.cpuMillisPerRun.toFixed(2) ?? '—',
   failed: row.failed,
 })))
+
+const streamsAtOnce = await benchStreamsAtOnce({ quick })
+console.log(
+  `${streamsAtOnce.runs} durable runs streamed at once: ${streamsAtOnce.atOnceMicros.toFixed(0)} µs per run, one at a time ${streamsAtOnce.aloneMicros.toFixed(0)} µs (${streamsAtOnce.ratio.toFixed(2)}x)`,
+)
 
 const resumable = await benchResumable({ quick })
 console.table(resumable.map((row) => ({
@@ -130,6 +135,7 @@ const results = {
   durable,
   engine,
   durableLoad,
+  streamsAtOnce,
   resumable,
   stores,
   http,
@@ -244,6 +250,10 @@ const table = [
     `| ${row.engine} | ${row.runners}${row.joining === true ? ' (the second joins as the runs start)' : ''} | ${row.runs} | ${row.modelDelayMillis} ms | ${row.runsPerSecond.toFixed(0)} | ${row.p50Millis.toFixed(0)} ms | ${row.p99Millis.toFixed(0)} ms | ${row.p50StepMillis.toFixed(1)} ms | ${row.p99StepMillis.toFixed(1)} ms | ${row.statementsPerRun.toFixed(1)} | ${row.requestsPerRun} | ${
       row.database === undefined ? '— (in the runner)' : `${row.database.cpuMillisPerRun.toFixed(2)} ms (${(row.database.coreShare * 100).toFixed(0)}%)`
     } | ${row.failed} |`),
+  '',
+  '| durable runs streamed at once in one process (memory engine, one turn of a scripted model) | runs at once | one at a time, per run | at once, per run | ratio (spread) | target |',
+  '| --- | --- | --- | --- | --- | --- |',
+  `| each run's chunks (${streamsAtOnce.deltas} text deltas) to its own \`DurableAgent.stream\` | ${streamsAtOnce.runs} | ${streamsAtOnce.aloneMicros.toFixed(0)} µs | ${streamsAtOnce.atOnceMicros.toFixed(0)} µs | ${streamsAtOnce.ratio.toFixed(2)}x (${streamsAtOnce.ratioMin.toFixed(2)}–${streamsAtOnce.ratioMax.toFixed(2)}) | ≤ ${streamsAtOnce.target}x: ${met(streamsAtOnce.ratio, streamsAtOnce.target)} |`,
   '',
   '| resumable chat, one client at a time | without durability | with durability | ratio (spread) | requests/s without, with | appends per run | statements per append |',
   '| --- | --- | --- | --- | --- | --- | --- |',

@@ -10,6 +10,7 @@ import { describe, expect, it } from "@effect/vitest"
 import * as AI from "@tanstack/ai-effect"
 import { DurableAgent, DurableEngine } from "@tanstack/ai-effect/durable"
 import { fakeOpenAI, type FakeReply, type ResponsesRequest, scriptedText } from "@tanstack/ai-effect/testing"
+import { createOpenaiChat } from "@tanstack/ai-openai"
 import { Deferred, Effect, Exit, Layer, Option, Ref, Schedule, Scope, Stream } from "effect"
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -42,6 +43,31 @@ describe("a durable run in one process", () => {
       expect(chunks.flatMap((chunk) => chunk.type === "TEXT_MESSAGE_CONTENT" ? [chunk.delta] : []).join("")).toBe("A-100 has shipped, and ada knows.")
       // The tools run in the run's steps, not on the client: core's client notices stay out.
       expect(chunks.some((chunk) => chunk.type === "MESSAGES_SNAPSHOT" || (chunk.type === "CUSTOM" && chunk.name === "tool-input-available"))).toBe(false)
+    }).pipe(Effect.scoped))
+
+  it.live("runs streamed at once in one process: each stream has its own run's text, in order, and ends with its own run", () =>
+    Effect.gen(function*() {
+      // Each run asks its own question; the model answers it in three deltas.
+      const model = yield* fakeOpenAI((request) => {
+        const question = /question (\d+)/.exec(JSON.stringify(request.input))?.[1]
+        return { text: ["answer ", "to question ", `${question}`] }
+      })
+      const agent = DurableAgent.make(AI.defineAgent({
+        name: "echo",
+        adapter: createOpenaiChat("gpt-5.2", "test-key", { baseURL: model.baseURL, maxRetries: 0 }),
+        instructions: "Answer the question.",
+        tools: []
+      }))
+      const runs = Array.from({ length: 20 }, (_, index) => index)
+      const streamed = yield* Effect.forEach(runs, (index) =>
+        agent.stream({ runId: `run-at-once-${index}`, messages: [{ role: "user", content: `question ${index}` }] }).pipe(
+          Stream.runCollect,
+          Effect.map((chunks) => ({
+            text: chunks.flatMap((chunk) => chunk.type === "TEXT_MESSAGE_CONTENT" ? [chunk.delta] : []).join(""),
+            runs: chunks.filter((chunk) => chunk.type === "RUN_FINISHED").length
+          }))
+        ), { concurrency: "unbounded" }).pipe(Effect.provide(agent.layer.pipe(Layer.provideMerge(DurableEngine.layerMemory))))
+      expect(streamed).toEqual(runs.map((index) => ({ text: `answer to question ${index}`, runs: 1 })))
     }).pipe(Effect.scoped))
 
   for (const approved of [true, false]) {

@@ -35,7 +35,7 @@
  * @since 0.1.0
  */
 import type { AnyTextAdapter, ModelMessage, StreamChunk } from "@tanstack/ai"
-import { Cause, Context, Effect, Exit, Layer, Option, PubSub, Schedule, Schema, type Scope, Semaphore, Stream } from "effect"
+import { Cause, Context, Effect, Exit, Layer, Option, Queue, Schedule, Schema, type Scope, Semaphore, Stream } from "effect"
 import { DurableDeferred, Workflow, WorkflowEngine } from "effect/workflow"
 import type { Agent } from "../Agent.ts"
 import { AiError, failOnProviderError } from "../AiError.ts"
@@ -110,6 +110,10 @@ type RunEvent =
  * arrive, each tool call's result, each approval asked for, and each run's
  * end. Every durable agent's `layer` provides it.
  *
+ * A chunk reaches the streams of its own run only, so that a process that
+ * streams many runs at once does the same work per chunk as one that
+ * streams one.
+ *
  * @example
  * ```ts
  * import { DurableAgent } from "@tanstack/ai-effect/durable"
@@ -126,18 +130,36 @@ export class RunChunks extends Context.Service<RunChunks, {
   /** The events of one run from now on, until its end. */
   readonly subscribe: (runId: string) => Effect.Effect<Stream.Stream<RunEvent>, never, Scope.Scope>
 }>()("@tanstack/ai-effect/durable/RunChunks") {
-  static readonly layer: Layer.Layer<RunChunks> = Layer.effect(RunChunks)(Effect.gen(function*() {
-    const events = yield* PubSub.unbounded<RunEvent>()
+  static readonly layer: Layer.Layer<RunChunks> = Layer.sync(RunChunks)(() => {
+    // The streams of each run in this process.
+    const streams = new Map<string, Set<Queue.Queue<RunEvent, Cause.Done>>>()
     return RunChunks.of({
-      publish: (event) => Effect.asVoid(PubSub.publish(events, event)),
+      publish: (event) =>
+        Effect.sync(() => {
+          const ofRun = streams.get(event.runId)
+          if (ofRun === undefined) return
+          for (const events of ofRun) {
+            Queue.offerUnsafe(events, event)
+            if (event._tag === "End") Queue.endUnsafe(events)
+          }
+        }),
       subscribe: (runId) =>
-        Effect.map(PubSub.subscribe(events), (subscription) =>
-          Stream.fromSubscription(subscription).pipe(
-            Stream.filter((event) => event.runId === runId),
-            Stream.takeUntil((event) => event._tag === "End")
-          ))
+        Effect.acquireRelease(
+          Effect.tap(Queue.unbounded<RunEvent, Cause.Done>(), (events) =>
+            Effect.sync(() => {
+              let ofRun = streams.get(runId)
+              if (ofRun === undefined) streams.set(runId, ofRun = new Set())
+              ofRun.add(events)
+            })),
+          (events) =>
+            Effect.sync(() => {
+              const ofRun = streams.get(runId)
+              ofRun?.delete(events)
+              if (ofRun?.size === 0) streams.delete(runId)
+            })
+        ).pipe(Effect.map((events) => Stream.fromQueue(events)))
     })
-  }))
+  })
 }
 
 /** The approval of one tool call: `true` runs the tool, `false` declines it. */
