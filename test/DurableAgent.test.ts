@@ -157,8 +157,10 @@ describe("a durable run cancelled", () => {
         expect(yield* agent.cancel("run-cancelled-waiting")).toBe(true)
         const exit = yield* finished(agent, "run-cancelled-waiting")
         expect(Exit.hasInterrupts(exit)).toBe(true)
-        // An answer that comes after the cancel finds the run ended: the refund never runs.
-        yield* agent.approve("run-cancelled-waiting", "call_refund", true)
+        // The run waits for no answer any more: an answer that comes after the cancel is refused, and the refund never runs.
+        expect(yield* agent.pendingApprovals("run-cancelled-waiting")).toEqual([])
+        const refused = yield* Effect.flip(agent.approve("run-cancelled-waiting", "call_refund", true))
+        expect(refused).toMatchObject({ _tag: "DurableRunCancelled", runId: "run-cancelled-waiting" })
         expect(yield* agent.status("run-cancelled-waiting")).toMatchObject({ _tag: "Finished" })
         expect(yield* Ref.get(refunds)).toBe(0)
         expect(model.requests).toHaveLength(1)
@@ -173,10 +175,10 @@ describe("a durable run cancelled", () => {
   it.live("in its tool call, on SQLite: the tool is interrupted and its finalizer runs, the run ends interrupted, and the model is asked nothing more", () =>
     inToolCall(sqliteEngine()), 60_000)
 
-  it.live("while it waits for approval, on the memory engine: the run ends interrupted, and a later approval runs neither the tool nor the model", () =>
+  it.live("while it waits for approval, on the memory engine: the run ends interrupted, lists no pending approval, and refuses a later approval with DurableRunCancelled; neither the tool nor the model runs", () =>
     waitingForApproval(DurableEngine.layerMemory))
 
-  it.live("while it waits for approval, on SQLite: the run ends interrupted, and a later approval runs neither the tool nor the model", () =>
+  it.live("while it waits for approval, on SQLite: the run ends interrupted, lists no pending approval, and refuses a later approval with DurableRunCancelled; neither the tool nor the model runs", () =>
     waitingForApproval(sqliteEngine()), 60_000)
 })
 

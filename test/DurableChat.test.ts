@@ -163,6 +163,29 @@ describe("ChatRoute.durableHandler with @tanstack/ai-client", () => {
       expect(yield* stop()).toBe(409)
       expect(model.requests).toHaveLength(1)
     }).pipe(Effect.scoped))
+  it.live("a DELETE of a durable run that waits for approval: the client's approval that comes after it is refused with a 409 at once, and the tool never runs", () =>
+    Effect.gen(function*() {
+      const model = yield* fakeOpenAI(refundModel)
+      const refunds = yield* Ref.make(0)
+      const { url, threads } = yield* serve(makeRefundAgent(model.baseURL, refunds), stores())
+      const answers: Array<number> = []
+      const fetchClient: typeof fetch = (input, init) =>
+        fetch(input, init).then((response) => {
+          if (init?.method === "POST") answers.push(response.status)
+          return response
+        })
+      const client = new ChatClient({ connection: fetchServerSentEvents(url, { fetchClient }), threadId: "thread-cancelled-approval", persistence: true })
+      yield* Effect.promise(() => client.sendMessage("Refund A-100"))
+      expect(client.getPendingInterrupts()).toHaveLength(1)
+      const saved = yield* threads.load("thread-cancelled-approval")
+      const runId = saved._tag === "Some" ? saved.value.interrupts?.runId : undefined
+      expect(yield* Effect.promise(() => fetch(`${url}?runId=${runId}`, { method: "DELETE" }).then((response) => response.status))).toBe(202)
+      for (const interrupt of client.getPendingInterrupts()) if (interrupt.kind === "generic") interrupt.resolveInterrupt({ approved: true })
+      yield* Effect.promise(() => expect.poll(() => answers).toEqual([200, 409]))
+      expect(yield* Ref.get(refunds)).toBe(0)
+      expect(model.requests).toHaveLength(1)
+    }).pipe(Effect.scoped))
+
   it.live("a message sent to a thread while its durable run answers is refused with a 409, asking the model nothing; a retry of the answering message joins its run", () =>
     Effect.gen(function*() {
       const words = Array.from({ length: 20 }, (_, index) => `w${index} `)

@@ -304,8 +304,8 @@ export interface DurableAgent<Tools extends ReadonlyArray<unknown>> {
    * Approves (`true`) or declines (`false`) a tool call that waits for
    * approval, from any process on the same engine: the run goes on, and an
    * approved tool runs once. An unknown run, a call the run did not ask
-   * about, and a call answered before are typed failures; the first answer
-   * stands. With `continueIn`, the run's chunks from now on go to that
+   * about, a call answered before (the first answer stands), and a run that
+   * was cancelled are typed failures. With `continueIn`, the run's chunks from now on go to that
    * delivery log (the client's run that sent the answer, as
    * `ChatRoute.durableHandler` passes it); the run's own log closed when it
    * asked.
@@ -315,10 +315,11 @@ export interface DurableAgent<Tools extends ReadonlyArray<unknown>> {
     | DurableRunError.DurableRunNotFound
     | DurableRunError.ApprovalNotFound
     | DurableRunError.ApprovalAlreadyAnswered
+    | DurableRunError.DurableRunCancelled
     | DurableRunError.DurableRunStoreError,
     DurableServices
   >
-  /** The tool calls a run waits to have approved, from any process on the same engine. */
+  /** The tool calls a run waits to have approved, from any process on the same engine; none once it was cancelled. */
   readonly pendingApprovals: (runId: string) => Effect.Effect<
     ReadonlyArray<DurableRunStore.ApprovalRequest>,
     DurableRunError.DurableRunNotFound | DurableRunError.DurableRunStoreError,
@@ -664,9 +665,16 @@ export const make = <TAdapter extends AnyTextAdapter, const Tools extends Readon
       }))
     )
 
+  /** Whether the run's current generation was cancelled: it then waits for no approval. */
+  const cancelled = (runId: string, generation: number) =>
+    Effect.flatMap(DurableRunStore.DurableRunStore, (runs) => runs.steps(runId, generation)).pipe(
+      Effect.map((steps) => steps.has(cancelStep))
+    )
+
   const pendingApprovals = (runId: string) =>
     Effect.gen(function*() {
-      yield* known(runId)
+      const record = yield* known(runId)
+      if (yield* cancelled(runId, record.generation)) return []
       const approvals = yield* (yield* DurableRunStore.DurableRunStore).approvals(runId)
       return approvals.flatMap(({ state, ...request }) => state === "pending" ? [request] : [])
     })
@@ -713,6 +721,7 @@ export const make = <TAdapter extends AnyTextAdapter, const Tools extends Readon
     approve: (runId, toolCallId, approved, options) =>
       Effect.gen(function*() {
         const record = yield* known(runId)
+        if (yield* cancelled(runId, record.generation)) return yield* new DurableRunError.DurableRunCancelled({ runId })
         const answer = yield* (yield* DurableRunStore.DurableRunStore).answer(runId, toolCallId, approved)
         if (answer._tag === "UnknownCall") return yield* new DurableRunError.ApprovalNotFound({ runId, toolCallId })
         // The first answer is sent again: a caller that recorded it and stopped before sending it left the run waiting.

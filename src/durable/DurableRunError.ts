@@ -1,7 +1,8 @@
 /**
  * The typed failures of a durable run's API: an unknown run, an approval
- * that cannot be given, a run id started again with another input, and a
- * run store that cannot answer.
+ * that cannot be given (never asked, answered before, or asked by a run that
+ * was cancelled), a run id started again with another input, and a run store
+ * that cannot answer.
  *
  * @since 0.1.0
  */
@@ -73,6 +74,30 @@ export class ApprovalAlreadyAnswered extends Schema.TaggedError<ApprovalAlreadyA
 }) {
   override get message(): string {
     return `The tool call ${this.toolCallId} of the durable run ${this.runId} was already ${this.approved ? "approved" : "declined"}`
+  }
+}
+
+/**
+ * The run was cancelled (`cancel`) while it waited for this approval: it
+ * waits for no answer any more, and nothing was recorded. The tool never
+ * runs.
+ *
+ * @example
+ * ```ts
+ * import { DurableRunError } from "@tanstack/ai-effect/durable"
+ *
+ * const error = new DurableRunError.DurableRunCancelled({ runId: "issue-42" })
+ * error.message // "The durable run issue-42 was cancelled, and waits for no approval"
+ * ```
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class DurableRunCancelled extends Schema.TaggedError<DurableRunCancelled>()("DurableRunCancelled", {
+  runId: Schema.String
+}) {
+  override get message(): string {
+    return `The durable run ${this.runId} was cancelled, and waits for no approval`
   }
 }
 

@@ -708,6 +708,7 @@ export const durableHandler = <Tools extends ReadonlyArray<unknown>, R2 = never>
       DurableRunInputMismatch: textResponse(409),
       ApprovalNotFound: textResponse(409),
       ApprovalAlreadyAnswered: textResponse(409),
+      DurableRunCancelled: textResponse(409),
       LockLost: textResponse(503),
       EffectStoreError: textResponse(503),
       StreamLogError: textResponse(503),
