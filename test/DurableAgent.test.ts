@@ -16,7 +16,7 @@ import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { inMemoryTracer } from "./support/tracing.ts"
-import { completes, makeOrdersAgent, makeRefundAgent, makeStuckAgent, ordersModel, refundModel, requestsPerTurn, stateOf, user } from "./support/durable.ts"
+import { asked, completes, makeGatedRefundAgent, makeOrdersAgent, makeRefundAgent, makeStuckAgent, ordersModel, refundModel, requestsPerTurn, stateOf, user } from "./support/durable.ts"
 
 describe("a durable run in one process", () => {
   it.live("3 turns with 2 tool calls, one an effect tool, complete on the memory engine; the same run id returns the result and requests nothing", () =>
@@ -150,10 +150,7 @@ describe("a durable run cancelled", () => {
       const agent = makeRefundAgent(model.baseURL, refunds)
       yield* Effect.gen(function*() {
         yield* agent.start({ runId: "run-cancelled-waiting", messages: user })
-        yield* agent.pendingApprovals("run-cancelled-waiting").pipe(
-          Effect.filterOrFail((approvals) => approvals.length > 0),
-          Effect.retry(Schedule.spaced("10 millis"))
-        )
+        yield* asked(agent, "run-cancelled-waiting")
         expect(yield* agent.cancel("run-cancelled-waiting")).toBe(true)
         const exit = yield* finished(agent, "run-cancelled-waiting")
         expect(Exit.hasInterrupts(exit)).toBe(true)
@@ -226,10 +223,7 @@ describe("approvals of a durable run that nobody streams", () => {
       const agent = makeRefundAgent(model.baseURL, refunds)
       yield* Effect.gen(function*() {
         yield* agent.start({ runId: "run-unwatched", messages: user })
-        const pending = yield* agent.pendingApprovals("run-unwatched").pipe(
-          Effect.filterOrFail((approvals) => approvals.length > 0),
-          Effect.retry(Schedule.spaced("10 millis"))
-        )
+        const pending = yield* asked(agent, "run-unwatched")
         expect(pending).toEqual([{ toolCallId: "call_refund", toolName: "refund", input: { id: "A-100" } }])
         expect(yield* agent.status("run-unwatched")).toEqual({ _tag: "WaitingForApproval", approvals: pending })
         expect(yield* agent.poll("run-unwatched")).toMatchObject({ _tag: "None" })
@@ -251,7 +245,7 @@ describe("approvals of a durable run that nobody streams", () => {
       const agent = makeRefundAgent(model.baseURL, yield* Ref.make(0))
       yield* Effect.gen(function*() {
         const executionId = yield* agent.start({ runId: "run-traced", messages: user })
-        yield* agent.pendingApprovals("run-traced").pipe(Effect.filterOrFail((approvals) => approvals.length > 0), Effect.retry(Schedule.spaced("10 millis")))
+        yield* asked(agent, "run-traced")
         yield* agent.approve("run-traced", "call_refund", true)
         yield* agent.run({ runId: "run-traced", messages: user })
         const steps = spans.filter((span) => span.attributes.get("executionId") === executionId && span.attributes.has("replayed"))
@@ -276,7 +270,7 @@ describe("approvals of a durable run that nobody streams", () => {
         expect(yield* Effect.flip(agent.approve("run-nobody-started", "call_refund", true))).toMatchObject({ _tag: "DurableRunNotFound" })
         expect(yield* Effect.flip(agent.pendingApprovals("run-nobody-started"))).toMatchObject({ _tag: "DurableRunNotFound" })
         yield* agent.start({ runId: "run-asks", messages: user })
-        yield* agent.pendingApprovals("run-asks").pipe(Effect.filterOrFail((approvals) => approvals.length > 0), Effect.retry(Schedule.spaced("10 millis")))
+        yield* asked(agent, "run-asks")
         expect(yield* Effect.flip(agent.approve("run-asks", "call_other", true))).toMatchObject({ _tag: "ApprovalNotFound", toolCallId: "call_other" })
         expect(yield* agent.pendingApprovals("run-asks")).toHaveLength(1)
         expect(yield* Ref.get(refunds)).toBe(0)
@@ -290,7 +284,7 @@ describe("approvals of a durable run that nobody streams", () => {
       const agent = makeRefundAgent(model.baseURL, refunds)
       yield* Effect.gen(function*() {
         yield* agent.start({ runId: "run-rejoined", messages: user })
-        yield* agent.pendingApprovals("run-rejoined").pipe(Effect.filterOrFail((approvals) => approvals.length > 0), Effect.retry(Schedule.spaced("10 millis")))
+        yield* asked(agent, "run-rejoined")
         const chunks = yield* agent.stream({ runId: "run-rejoined", messages: user }).pipe(
           Stream.tap((chunk) => chunk.type === "CUSTOM" && chunk.name === "approval-requested" ? agent.approve("run-rejoined", "call_refund", true) : Effect.void),
           Stream.runCollect
@@ -300,6 +294,41 @@ describe("approvals of a durable run that nobody streams", () => {
         expect(yield* Ref.get(refunds)).toBe(1)
       }).pipe(Effect.provide(agent.layer.pipe(Layer.provideMerge(DurableEngine.layerMemory))))
     }).pipe(Effect.scoped))
+})
+
+describe("an approval answered twice", () => {
+  // A second answer (a second device, a double click) sends the first answer to the run again while its tool runs.
+  const answeredTwice = (engine: Layer.Layer<DurableAgent.DurableServices, unknown>) =>
+    Effect.gen(function*() {
+      const model = yield* fakeOpenAI(refundModel)
+      const gate = {
+        refunds: yield* Ref.make(0),
+        started: yield* Deferred.make<void>(),
+        release: yield* Deferred.make<void>(),
+        cutOff: yield* Ref.make(false)
+      }
+      const agent = makeGatedRefundAgent(model.baseURL, gate)
+      yield* Effect.gen(function*() {
+        yield* agent.start({ runId: "run-answered-twice", messages: user })
+        yield* asked(agent, "run-answered-twice")
+        yield* agent.approve("run-answered-twice", "call_refund", true)
+        yield* Deferred.await(gate.started)
+        const again = yield* Effect.flip(agent.approve("run-answered-twice", "call_refund", true))
+        expect(again).toMatchObject({ _tag: "ApprovalAlreadyAnswered", approved: true })
+        yield* Deferred.succeed(gate.release, undefined)
+        const result = yield* agent.run({ runId: "run-answered-twice", messages: user })
+        expect(result.text).toBe(`Refund: ${JSON.stringify({ refunded: true })}`)
+        expect(yield* Ref.get(gate.refunds)).toBe(1)
+        expect(yield* Ref.get(gate.cutOff)).toBe(false)
+        expect(model.requests).toHaveLength(2)
+      }).pipe(Effect.provide(agent.layer.pipe(Layer.provideMerge(engine))))
+    }).pipe(Effect.scoped)
+
+  it.live("on the memory engine: a second answer while the approved tool runs neither cuts the tool off nor runs it again", () =>
+    answeredTwice(DurableEngine.layerMemory))
+
+  it.live("on SQLite: a second answer while the approved tool runs neither cuts the tool off nor runs it again", () =>
+    answeredTwice(DurableEngine.layerSqlite({ filename: join(mkdtempSync(join(tmpdir(), "ai-effect-durable-")), "runs.db") })), 60_000)
 })
 
 describe("a run id is one run", () => {

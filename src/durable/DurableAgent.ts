@@ -35,7 +35,7 @@
  * @since 0.1.0
  */
 import type { AnyTextAdapter, ModelMessage, StreamChunk } from "@tanstack/ai"
-import { Cause, Context, Effect, Exit, Layer, Option, Queue, Schedule, Schema, type Scope, Semaphore, Stream } from "effect"
+import { Cause, Context, Effect, Exit, Fiber, Layer, Option, Queue, Schedule, Schema, type Scope, Semaphore, Stream } from "effect"
 import { DurableDeferred, Workflow, WorkflowEngine } from "effect/workflow"
 import type { Agent } from "../Agent.ts"
 import { AiError, failOnProviderError } from "../AiError.ts"
@@ -94,6 +94,8 @@ const cancelStep = "cancel"
 /** A recorded step, as it ended; a record that does not decode fails the run closed. */
 const decodeStep = <A, E>(codec: Schema.Codec<Exit.Exit<A, E>, string>, text: string) =>
   Effect.flatten(Effect.orDie(Schema.decodeEffect(codec)(text)))
+
+const isInterruptOrDie = <E>(reason: Cause.Reason<E>): reason is Cause.Die | Cause.Interrupt => !Cause.isFailReason(reason)
 
 /** The run store's reads and writes of steps ride out a short outage; a store that stays down fails the run closed. */
 const storeRetry = <A, R>(effect: Effect.Effect<A, DurableRunError.DurableRunStoreError, R>) =>
@@ -160,6 +162,50 @@ export class RunChunks extends Context.Service<RunChunks, {
         ).pipe(Effect.map((events) => Stream.fromQueue(events)))
     })
   })
+}
+
+/**
+ * The steps that executions of durable runs started in this process, by
+ * run and generation. The engine may cut an execution of a run off to
+ * replay it (an approval that arrives once the run is past its wait wakes
+ * it again): the step in flight goes on to its record in the background,
+ * and the replay takes its result instead of running it again, also when
+ * the step ended after the replay read the recorded steps. Only a cancel
+ * stops a step in flight.
+ */
+class StepsInFlight extends Context.Service<StepsInFlight, {
+  /** The fiber that runs the step to its record: the one this process started already, or `step` started now. */
+  readonly run: <R>(run: string, name: string, step: Effect.Effect<string, never, R>) => Effect.Effect<Fiber.Fiber<string>, never, R>
+  /** Forgets the steps of `run` that ended and that `recorded` holds, or all of them once the run ended (`recorded` undefined). */
+  readonly forget: (run: string, recorded?: ReadonlyMap<string, string>) => Effect.Effect<void>
+}>()("@tanstack/ai-effect/durable/StepsInFlight") {
+  static readonly layer: Layer.Layer<StepsInFlight> = Layer.effect(StepsInFlight)(Effect.gen(function*() {
+    // Steps outlive the execution that started them, not the layer.
+    const scope = yield* Effect.scope
+    const runs = new Map<string, Map<string, Fiber.Fiber<string>>>()
+    return StepsInFlight.of({
+      run: (run, name, step) =>
+        Effect.suspend(() => {
+          let steps = runs.get(run)
+          const current = steps?.get(name)
+          // A step that was stopped or died has no result: it runs again.
+          const ended = current?.pollUnsafe()
+          if (current !== undefined && (ended === undefined || Exit.isSuccess(ended))) return Effect.succeed(current)
+          if (steps === undefined) runs.set(run, steps = new Map())
+          const ofRun = steps
+          return Effect.tap(Effect.forkIn(step, scope), (fiber) => Effect.sync(() => ofRun.set(name, fiber)))
+        }),
+      forget: (run, recorded) =>
+        Effect.sync(() => {
+          const steps = runs.get(run)
+          if (steps === undefined) return
+          for (const [name, fiber] of steps) {
+            if (recorded === undefined || (recorded.has(name) && fiber.pollUnsafe() !== undefined)) steps.delete(name)
+          }
+          if (steps.size === 0) runs.delete(run)
+        })
+    })
+  }))
 }
 
 /** The approval of one tool call: `true` runs the tool, `false` declines it. */
@@ -451,6 +497,9 @@ export const make = <TAdapter extends AnyTextAdapter, const Tools extends Readon
     error: RunFailed
   })
 
+  /** A generation of a run, among the steps this process runs. */
+  const runKeyOf = (payload: typeof Payload.Type) => `${agent.name}/${payload.runId}#${payload.generation}`
+
   const body = Effect.fnUntraced(function*(payload: typeof Payload.Type) {
     const chunks = yield* RunChunks
     const runs = yield* DurableRunStore.DurableRunStore
@@ -458,30 +507,51 @@ export const make = <TAdapter extends AnyTextAdapter, const Tools extends Readon
     // What this generation recorded before, in one read: a replay answers those steps from it.
     const recorded = yield* storeRetry(runs.steps(payload.runId, payload.generation))
     const cancelled = recorded.has(cancelStep)
+    const inFlight = yield* StepsInFlight
+    const runKey = runKeyOf(payload)
+    yield* inFlight.forget(runKey, recorded)
+    /** Whether the run was cancelled since this execution started; a store that cannot say counts as a cancel. */
+    const cancelledNow = runs.steps(payload.runId, payload.generation).pipe(
+      Effect.map((steps) => steps.has(cancelStep)),
+      Effect.orElseSucceed(() => true)
+    )
     /**
      * A step of the run, recorded in one write once it ends: its recorded
      * exit on a replay, without running it. A cancelled run starts no step
      * it did not record: it suspends, and the engine ends it with the
-     * interrupt. Only a success or a typed failure is recorded; an
-     * interrupted step (the run stopped, its process lost its shards) runs
-     * again on the replay. Once its effect ended, its record is not cut off.
-     * Traced as an `Activity` is: a span named after the step.
+     * interrupt. Only a success or a typed failure is recorded. A step in
+     * flight goes on to its record when the engine cuts this execution off,
+     * and the replay takes its result ({@link StepsInFlight}); a cancel stops
+     * it. A step that was stopped or died runs again on the replay. Once its
+     * effect ended, its record is not cut off. Traced as an `Activity` is:
+     * a span named after the step.
      */
     const step = <A, E, R>(name: string, codec: Schema.Codec<Exit.Exit<A, E>, string>, execute: Effect.Effect<A, E, R>) =>
       Effect.suspend(() => {
         const before = recorded.get(name)
         if (before !== undefined) return decodeStep(codec, before)
         if (cancelled) return Workflow.suspend(instance)
-        return Effect.uninterruptibleMask((restore) =>
+        // The exit this execution recorded, to answer without decoding it again.
+        let own: { readonly encoded: string; readonly exit: Exit.Exit<A, E> } | undefined
+        const toRecord = Effect.uninterruptibleMask((restore) =>
           Effect.gen(function*() {
             const exit = yield* Effect.exit(restore(execute))
-            if (Exit.isFailure(exit) && (Cause.hasInterrupts(exit.cause) || Cause.hasDies(exit.cause))) return yield* exit
+            if (Exit.isFailure(exit) && (Cause.hasInterrupts(exit.cause) || Cause.hasDies(exit.cause))) {
+              // Not recorded: the replay runs it again. Only a typed failure is a result.
+              return yield* Effect.failCause(Cause.fromReasons<never>(exit.cause.reasons.filter(isInterruptOrDie)))
+            }
             const encoded = yield* Effect.orDie(Schema.encodeEffect(codec)(exit))
-            const kept = yield* storeRetry(runs.record(payload.runId, payload.generation, name, encoded))
+            own = { encoded, exit }
             // A second process that ran the same step (a runner cut off from its shards) takes the first record.
-            return yield* (kept === encoded ? exit : decodeStep(codec, kept))
+            return yield* storeRetry(runs.record(payload.runId, payload.generation, name, encoded))
           })
         )
+        return Effect.flatMap(inFlight.run(runKey, name, toRecord), (running) =>
+          Fiber.join(running).pipe(
+            // A cancel stops the step; the engine cutting this execution off to replay it does not.
+            Effect.onInterrupt(() => Effect.flatMap(cancelledNow, (cancelled) => cancelled ? Fiber.interrupt(running) : Effect.void)),
+            Effect.flatMap((kept) => own !== undefined && own.encoded === kept ? own.exit : decodeStep(codec, kept))
+          ))
       }).pipe(
         Effect.withSpan(name, { attributes: { executionId: instance.executionId, replayed: recorded.has(name) } }, { captureStackTrace: false })
       )
@@ -596,12 +666,14 @@ export const make = <TAdapter extends AnyTextAdapter, const Tools extends Readon
   }, (effect, payload) =>
     // A run that suspends (for an approval) is interrupted, and has not ended.
     Effect.onExit(effect, (exit) =>
-      Exit.hasInterrupts(exit) ? Effect.void : Effect.flatMap(RunChunks, (chunks) =>
-        chunks.publish({
+      Exit.hasInterrupts(exit) ? Effect.void : Effect.gen(function*() {
+        yield* (yield* StepsInFlight).forget(runKeyOf(payload))
+        yield* (yield* RunChunks).publish({
           _tag: "End",
           runId: payload.runId,
           error: Exit.isFailure(exit) ? Option.getOrUndefined(Exit.findErrorOption(exit))?.error : undefined
-        }))))
+        })
+      })))
 
   const payloadOf = (input: DurableRunInput, generation = 0): typeof Payload.Type => ({
     runId: input.runId,
@@ -688,7 +760,7 @@ export const make = <TAdapter extends AnyTextAdapter, const Tools extends Readon
   return {
     name: agent.name,
     workflow,
-    layer: workflow.toLayer(body).pipe(Layer.provideMerge(RunChunks.layer)),
+    layer: workflow.toLayer(body).pipe(Layer.provideMerge(RunChunks.layer), Layer.provide(StepsInFlight.layer)),
     stream: (input) =>
       Stream.unwrap(Effect.gen(function*() {
         const payload = yield* begin(input)

@@ -105,6 +105,22 @@ describe.skipIf(missing("postgres") !== undefined)("a durable run across a crash
     }, 120_000)
   }
 
+  it("the worker dies as the run asks for approval, before it records the ask; a new process approves before it resumes the run, which asks again and finds the answer: the tool runs exactly once", async () => {
+    await withModel(refundModel, async (model) => {
+      const runId = "run-approval-while-asking"
+      const first = startDurableWorker(configFor(runId, model.baseURL, { crashWhenAsking: true }))
+      expect((await first.exited)[1]).toBe("SIGKILL")
+      // The new process answers while the dead runner's shards are still locked; it then replays the run, asks again,
+      // finds the answer, and runs the tool, while the engine may deliver the answer to the run and replay it once more.
+      const restarted = startDurableWorker(configFor(runId, model.baseURL, { start: false, approve: { toolCallId: "call_refund", approved: true } }))
+      const exit = await restarted.exit()
+      expect(exit).toMatchObject({ _tag: "Success" })
+      expect(exit.value.text).toBe(`Refund: ${JSON.stringify({ refunded: true })}`)
+      expect(remote.applied.get("refund-A-100")).toBe(1)
+      expect(model.requests).toHaveLength(2)
+    })
+  }, 120_000)
+
   /**
    * Two runners on a database of their own (runners registered in a shared
    * one would hold shards that a later test's runner waits for); the one

@@ -39,6 +39,8 @@ export interface DurableWorkerConfig {
   readonly runId: string
   readonly start: boolean
   readonly crashAfterEffect: boolean
+  /** Dies as the run asks for approval, before it records that it asked. */
+  readonly crashWhenAsking?: boolean
   readonly leaseMillis: number
   /**
    * One runner among several on this port of 127.0.0.1: a socket runner, or
@@ -123,7 +125,11 @@ const program = Effect.gen(function*() {
     yield* agent.stream({ runId: config.runId, messages: [{ role: "user", content: "Where is A-100? Tell ada." }] }).pipe(
       Stream.runForEach((chunk) =>
         chunk.type === "CUSTOM" && chunk.name === "approval-requested"
-          ? Effect.sync(() => process.stdout.write(`approval ${(chunk.value as { readonly toolCallId: string }).toolCallId}\n`))
+          ? Effect.sync(() =>
+            config.crashWhenAsking === true
+              ? process.kill(process.pid, "SIGKILL")
+              : process.stdout.write(`approval ${(chunk.value as { readonly toolCallId: string }).toolCallId}\n`)
+          )
           : Effect.void
       ),
       Effect.ignore,

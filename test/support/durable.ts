@@ -8,7 +8,7 @@ import * as AI from "@tanstack/ai-effect"
 import { DurableAgent } from "@tanstack/ai-effect/durable"
 import { type FakeReply, fakeOpenAI, type ResponsesRequest } from "@tanstack/ai-effect/testing"
 import { createOpenaiChat } from "@tanstack/ai-openai"
-import { Deferred, Effect, Layer, Ref, Stream } from "effect"
+import { Deferred, Effect, Layer, Ref, Schedule, Stream } from "effect"
 import { getOrderDef, notifyDef, refundDef } from "./tools.ts"
 
 /** How far the conversation got: the number of tool results the model was sent. */
@@ -114,3 +114,33 @@ export const makeStuckAgent = (baseURL: string, started: Deferred.Deferred<void>
     tools: [AI.serverTool(getOrderDef, () =>
       Effect.andThen(Deferred.succeed(started, undefined), Effect.never).pipe(Effect.onInterrupt(() => Deferred.succeed(finalized, undefined))))]
   }))
+
+/** The refunds agent, whose refund counts itself in `refunds`, then waits for `release`; `cutOff` turns true if it is interrupted. */
+export const makeGatedRefundAgent = (
+  baseURL: string,
+  gate: {
+    readonly refunds: Ref.Ref<number>
+    readonly started: Deferred.Deferred<void>
+    readonly release: Deferred.Deferred<void>
+    readonly cutOff: Ref.Ref<boolean>
+  }
+) =>
+  DurableAgent.make(AI.defineAgent({
+    name: "gated-refunds",
+    adapter: createOpenaiChat("gpt-5.2", "test-key", { baseURL, maxRetries: 0 }),
+    instructions: "Refund orders.",
+    tools: [AI.serverTool(refundDef, () =>
+      Ref.update(gate.refunds, (n) => n + 1).pipe(
+        Effect.andThen(Deferred.succeed(gate.started, undefined)),
+        Effect.andThen(Deferred.await(gate.release)),
+        Effect.onInterrupt(() => Ref.set(gate.cutOff, true)),
+        Effect.as({ refunded: true })
+      ))]
+  }))
+
+/** The approvals a run waits for, once it waits for one. */
+export const asked = (agent: Pick<DurableAgent.DurableAgent<ReadonlyArray<unknown>>, "pendingApprovals">, runId: string) =>
+  agent.pendingApprovals(runId).pipe(
+    Effect.filterOrFail((approvals) => approvals.length > 0),
+    Effect.retry(Schedule.spaced("10 millis"))
+  )
