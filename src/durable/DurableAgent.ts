@@ -165,8 +165,8 @@ export class RunChunks extends Context.Service<RunChunks, {
 }
 
 /**
- * The steps that executions of durable runs started in this process, by
- * run and generation. The engine may cut an execution of a run off to
+ * The steps of durable runs that this process started, by run and
+ * generation. The engine may cut an execution of a run off to
  * replay it (an approval that arrives once the run is past its wait wakes
  * it again): the step in flight goes on to its record in the background,
  * and the replay takes its result instead of running it again, also when
@@ -351,10 +351,10 @@ export interface DurableAgent<Tools extends ReadonlyArray<unknown>> {
    * approval, from any process on the same engine: the run goes on, and an
    * approved tool runs once. An unknown run, a call the run did not ask
    * about, a call answered before (the first answer stands), and a run that
-   * was cancelled are typed failures. With `continueIn`, the run's chunks from now on go to that
-   * delivery log (the client's run that sent the answer, as
-   * `ChatRoute.durableHandler` passes it); the run's own log closed when it
-   * asked.
+   * was cancelled are typed failures. With `continueIn`, the run's chunks
+   * from now on go to that delivery log (the client's run that sent the
+   * answer, as `ChatRoute.durableHandler` passes it); the run's own log
+   * closed when it asked.
    */
   readonly approve: (runId: string, toolCallId: string, approved: boolean, options?: { readonly continueIn?: string | undefined }) => Effect.Effect<
     void,
@@ -497,6 +497,12 @@ export const make = <TAdapter extends AnyTextAdapter, const Tools extends Readon
     error: RunFailed
   })
 
+  /** Whether a generation of a run was cancelled: it starts no step, and waits for no approval. */
+  const isCancelled = (runId: string, generation: number) =>
+    Effect.flatMap(DurableRunStore.DurableRunStore, (runs) => runs.steps(runId, generation)).pipe(
+      Effect.map((steps) => steps.has(cancelStep))
+    )
+
   /** A generation of a run, among the steps this process runs. */
   const runKeyOf = (payload: typeof Payload.Type) => `${agent.name}/${payload.runId}#${payload.generation}`
 
@@ -511,10 +517,7 @@ export const make = <TAdapter extends AnyTextAdapter, const Tools extends Readon
     const runKey = runKeyOf(payload)
     yield* inFlight.forget(runKey, recorded)
     /** Whether the run was cancelled since this execution started; a store that cannot say counts as a cancel. */
-    const cancelledNow = runs.steps(payload.runId, payload.generation).pipe(
-      Effect.map((steps) => steps.has(cancelStep)),
-      Effect.orElseSucceed(() => true)
-    )
+    const cancelledNow = isCancelled(payload.runId, payload.generation).pipe(Effect.orElseSucceed(() => true))
     /**
      * A step of the run, recorded in one write once it ends: its recorded
      * exit on a replay, without running it. A cancelled run starts no step
@@ -737,16 +740,10 @@ export const make = <TAdapter extends AnyTextAdapter, const Tools extends Readon
       }))
     )
 
-  /** Whether the run's current generation was cancelled: it then waits for no approval. */
-  const cancelled = (runId: string, generation: number) =>
-    Effect.flatMap(DurableRunStore.DurableRunStore, (runs) => runs.steps(runId, generation)).pipe(
-      Effect.map((steps) => steps.has(cancelStep))
-    )
-
   const pendingApprovals = (runId: string) =>
     Effect.gen(function*() {
       const record = yield* known(runId)
-      if (yield* cancelled(runId, record.generation)) return []
+      if (yield* isCancelled(runId, record.generation)) return []
       const approvals = yield* (yield* DurableRunStore.DurableRunStore).approvals(runId)
       return approvals.flatMap(({ state, ...request }) => state === "pending" ? [request] : [])
     })
@@ -793,7 +790,7 @@ export const make = <TAdapter extends AnyTextAdapter, const Tools extends Readon
     approve: (runId, toolCallId, approved, options) =>
       Effect.gen(function*() {
         const record = yield* known(runId)
-        if (yield* cancelled(runId, record.generation)) return yield* new DurableRunError.DurableRunCancelled({ runId })
+        if (yield* isCancelled(runId, record.generation)) return yield* new DurableRunError.DurableRunCancelled({ runId })
         const answer = yield* (yield* DurableRunStore.DurableRunStore).answer(runId, toolCallId, approved)
         if (answer._tag === "UnknownCall") return yield* new DurableRunError.ApprovalNotFound({ runId, toolCallId })
         // The first answer is sent again: a caller that recorded it and stopped before sending it left the run waiting.
