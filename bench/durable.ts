@@ -174,10 +174,11 @@ export const benchStreamsAtOnce = async (options: { readonly quick: boolean }): 
   const rounds = options.quick ? 3 : 7
   const alone = options.quick ? 50 : 200
   const text = Array.from({ length: deltas }, (_, index) => `w${index} `)
-  const turns = (warmup: number) => warmup + rounds * (runs + alone)
+  // One model turn per run: the warm-up, then each round's runs one at a time and at once.
+  const turns = alone + rounds * (alone + runs)
   const agent = DurableAgent.make(AI.defineAgent({
     name: 'streams',
-    adapter: scriptedText(Array.from({ length: turns(alone) }, () => ({ text }))),
+    adapter: scriptedText(Array.from({ length: turns }, () => ({ text }))),
     instructions: 'Answer.',
     tools: [],
   }))

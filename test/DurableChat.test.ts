@@ -163,6 +163,7 @@ describe("ChatRoute.durableHandler with @tanstack/ai-client", () => {
       expect(yield* stop()).toBe(409)
       expect(model.requests).toHaveLength(1)
     }).pipe(Effect.scoped))
+
   it.live("a DELETE of a durable run that waits for approval: the client's approval that comes after it is refused with a 409 at once, and the tool never runs", () =>
     Effect.gen(function*() {
       const model = yield* fakeOpenAI(refundModel)

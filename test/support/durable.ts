@@ -65,14 +65,18 @@ export const makeOrdersAgent = (baseURL: string, applied: Ref.Ref<number>, optio
     ]
   }), options)
 
-/** The refunds agent: a refund that needs approval, counted in `refunds` each time it runs. */
-export const makeRefundAgent = (baseURL: string, refunds: Ref.Ref<number>) =>
+/** An agent named `name` whose one tool, a refund that needs approval, runs `refund`. */
+const refundAgent = (name: string, baseURL: string, refund: Effect.Effect<void>) =>
   DurableAgent.make(AI.defineAgent({
-    name: "refunds",
+    name,
     adapter: createOpenaiChat("gpt-5.2", "test-key", { baseURL, maxRetries: 0 }),
     instructions: "Refund orders.",
-    tools: [AI.serverTool(refundDef, () => Effect.as(Ref.update(refunds, (n) => n + 1), { refunded: true }))]
+    tools: [AI.serverTool(refundDef, () => Effect.as(refund, { refunded: true }))]
   }))
+
+/** The refunds agent: a refund that needs approval, counted in `refunds` each time it runs. */
+export const makeRefundAgent = (baseURL: string, refunds: Ref.Ref<number>) =>
+  refundAgent("refunds", baseURL, Ref.update(refunds, (n) => n + 1))
 
 export const completes = (engine: Layer.Layer<DurableAgent.DurableServices, unknown>) =>
   Effect.gen(function*() {
@@ -125,18 +129,15 @@ export const makeGatedRefundAgent = (
     readonly cutOff: Ref.Ref<boolean>
   }
 ) =>
-  DurableAgent.make(AI.defineAgent({
-    name: "gated-refunds",
-    adapter: createOpenaiChat("gpt-5.2", "test-key", { baseURL, maxRetries: 0 }),
-    instructions: "Refund orders.",
-    tools: [AI.serverTool(refundDef, () =>
-      Ref.update(gate.refunds, (n) => n + 1).pipe(
-        Effect.andThen(Deferred.succeed(gate.started, undefined)),
-        Effect.andThen(Deferred.await(gate.release)),
-        Effect.onInterrupt(() => Ref.set(gate.cutOff, true)),
-        Effect.as({ refunded: true })
-      ))]
-  }))
+  refundAgent(
+    "gated-refunds",
+    baseURL,
+    Ref.update(gate.refunds, (n) => n + 1).pipe(
+      Effect.andThen(Deferred.succeed(gate.started, undefined)),
+      Effect.andThen(Deferred.await(gate.release)),
+      Effect.onInterrupt(() => Ref.set(gate.cutOff, true))
+    )
+  )
 
 /** The approvals a run waits for, once it waits for one. */
 export const asked = (agent: Pick<DurableAgent.DurableAgent<ReadonlyArray<unknown>>, "pendingApprovals">, runId: string) =>
