@@ -12,7 +12,7 @@ import { join } from 'node:path'
 import { benchAtMostOncePath, benchChat, benchMemory, benchSharing, type PairResult, settleCoreDevtools } from './chat.ts'
 import { benchDurable, benchDurableLoad, benchStreamsAtOnce, stepsPerRun } from './durable.ts'
 import { benchEngine, engineSteps } from './engine.ts'
-import { benchResumable } from './resumable.ts'
+import { benchResumable, benchWatchers } from './resumable.ts'
 import { benchHttp, type HttpRow } from './http.ts'
 import { benchProcesses, benchStores, type StoreRow } from './stores.ts'
 
@@ -81,6 +81,16 @@ console.table(resumable.map((row) => ({
   'statements per append': row.statementsPerAppend ?? '—',
 })))
 
+const watchers = await benchWatchers({ quick })
+console.table(watchers.map((row) => ({
+  store: row.store,
+  readers: row.readers,
+  'statements/s while they wait': row.statementsPerSecond.toFixed(0),
+  'target ≤': row.targetPerSecond,
+  'p50 delivery ms': row.p50DeliveryMillis.toFixed(1),
+  'p90 delivery ms': row.p90DeliveryMillis.toFixed(1),
+})))
+
 const stores = await benchStores(quick ? { rounds: 3, perRound: 100 } : { rounds: 7, perRound: 500 })
 const trips = (value: number | undefined) => value === undefined ? '—' : value.toFixed(value % 1 === 0 ? 0 : 2)
 console.table(stores.map((row) => ({
@@ -137,6 +147,7 @@ const results = {
   durableLoad,
   streamsAtOnce,
   resumable,
+  watchers,
   stores,
   http,
   sharing,
@@ -259,6 +270,11 @@ const table = [
   '| --- | --- | --- | --- | --- | --- | --- |',
   ...resumable.map((row) =>
     `| ${row.case} | ${row.rawMicros.toFixed(0)} µs | ${row.oursMicros.toFixed(0)} µs | ${row.ratio.toFixed(2)}x (${row.ratioMin.toFixed(2)}–${row.ratioMax.toFixed(2)}) | ${(1e6 / row.rawMicros).toFixed(0)}, ${(1e6 / row.oursMicros).toFixed(0)} | ${row.appendsPerRun} | ${row.statementsPerAppend ?? '—'} |`),
+  '',
+  '| readers in one process, each watching a live run another process writes | store | readers | statements per second while they wait | target | a chunk to its reader, p50 | p90 |',
+  '| --- | --- | --- | --- | --- | --- | --- |',
+  ...watchers.map((row) =>
+    `| one shared poll every ${row.pollIntervalMillis} ms | ${row.store} | ${row.readers} | ${row.statementsPerSecond.toFixed(0)} | ≤ ${row.targetPerSecond}: ${row.statementsPerSecond <= row.targetPerSecond ? 'met' : '**missed**'} | ${row.p50DeliveryMillis.toFixed(1)} ms | ${row.p90DeliveryMillis.toFixed(1)} ms |`),
   '',
   '| store | case | raw requests | raw driver | our requests | the store alone | effect tool | ratio | target |',
   '| --- | --- | --- | --- | --- | --- | --- | --- | --- |',

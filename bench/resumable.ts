@@ -4,18 +4,21 @@
  * read whole, with and without `durability` on `AI.StreamLog` in memory, on
  * SQLite and on PostgreSQL. Besides the time per request, the statements
  * each appended batch cost, counted at the driver (a producer's claim and
- * its close are one more each per run).
+ * its close are one more each per run). And many readers watching live
+ * runs that another process writes: what their process asks of the store
+ * while they wait, and how soon a chunk reaches its reader.
  */
 import { mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { toServerSentEventsResponse, type UpsertableStreamDurability } from '@tanstack/ai'
+import { type StreamChunk, toServerSentEventsResponse, type UpsertableStreamDurability } from '@tanstack/ai'
 import * as AI from '@tanstack/ai-effect'
 import { layerSqlStreamLog } from '@tanstack/ai-effect/sql'
 import { layerSqliteStreamLog } from '@tanstack/ai-effect/sqlite'
 import { scriptedText } from '@tanstack/ai-effect/testing'
 import { Effect, Layer, ManagedRuntime, Stream } from 'effect'
 import { pgClient } from '../test/support/backends.ts'
+import { maxRunsPerPoll } from '../src/internal/tailPoll.ts'
 import { countStatements } from '../test/support/roundTrips.ts'
 import { missing, startPostgres } from '../test/support/services.ts'
 import { pair, type PairResult } from './chat.ts'
@@ -89,6 +92,123 @@ export const benchResumable = async (options: { readonly quick: boolean }): Prom
           label('PostgreSQL'),
           layerSqlStreamLog().pipe(Layer.provide(counted.layer), Layer.provide(pgClient(postgres.url))),
           counted.count,
+          sizes,
+        ),
+      )
+    } finally {
+      await postgres.dispose()
+    }
+  }
+  return rows
+}
+
+/** Readers waiting in one process for runs that another process writes. */
+export interface WatchersRow {
+  readonly store: string
+  readonly readers: number
+  readonly pollIntervalMillis: number
+  /** The statements the readers' process sent per second while every reader waited. */
+  readonly statementsPerSecond: number
+  /** What that rate may be: one statement per poll interval for every `maxRunsPerPoll` waiting readers. */
+  readonly targetPerSecond: number
+  /** From a chunk stored by the writer's process to its reader, one run at a time while the others wait. */
+  readonly p50DeliveryMillis: number
+  readonly p90DeliveryMillis: number
+}
+
+/** How long the readers' idle requests are counted. */
+const idleWindowMillis = 1_000
+
+/** The logs' default poll interval. */
+const watchPollMillis = 50
+
+/**
+ * `readers` clients watching live runs that another process writes, as
+ * when a durable run executes on one node and its watchers are served by
+ * another: two log layers on one store, a writer and the readers' layer
+ * (default poll interval), each reader tailing its own run through
+ * `durability().read`. Counted at the readers' driver while every reader
+ * waits; then one run at a time gets a chunk, at varying points of the
+ * poll's cycle, and the time from its store to its reader is taken.
+ */
+const watchersCase = async (
+  store: string,
+  writerLayer: Layer.Layer<AI.StreamLog, unknown>,
+  readerLayer: (counter: Layer.Layer<never>) => Layer.Layer<AI.StreamLog, unknown>,
+  options: { readonly readers: number; readonly deliveries: number },
+): Promise<WatchersRow> => {
+  const { readers } = options
+  const statements = countStatements()
+  const writer = ManagedRuntime.make(writerLayer)
+  const reader = ManagedRuntime.make(readerLayer(statements.layer))
+  const open = (runtime: ManagedRuntime.ManagedRuntime<AI.StreamLog, unknown>, runId: string, offset: string | null) =>
+    runtime.runPromise(Effect.flatMap(Effect.service(AI.StreamLog), (log) => log.durability({ runId, offset })))
+  try {
+    const runIds = Array.from({ length: readers }, (_, index) => `watched-${Date.now()}-${index}`)
+    const producers = await Promise.all(runIds.map((runId) => open(writer, runId, null)))
+    await Promise.all(producers.map((producer) => producer.append([chunkOf('first')])))
+    let waiting = 0
+    const allWaiting = Promise.withResolvers<void>()
+    // The run whose next chunk is awaited, and who hears of it.
+    const expected = new Map<string, (at: number) => void>()
+    const done = Promise.all(runIds.map(async (runId) => {
+      const adapter = await open(reader, runId, '-1')
+      let seen = 0
+      for await (const _ of adapter.read('-1')) {
+        if (++seen === 1 && ++waiting === readers) allWaiting.resolve()
+        if (seen > 1) expected.get(runId)?.(performance.now())
+      }
+    }))
+    await allWaiting.promise
+    const before = statements.count()
+    await new Promise((resolve) => setTimeout(resolve, idleWindowMillis))
+    const statementsPerSecond = (statements.count() - before) * 1000 / idleWindowMillis
+    const delivery: Array<number> = []
+    for (let sample = 0; sample < options.deliveries; sample++) {
+      const index = (sample * 7919) % readers
+      const received = new Promise<number>((resolve) => expected.set(runIds[index]!, resolve))
+      await producers[index]!.append([chunkOf(`next ${sample}`)])
+      const stored = performance.now()
+      delivery.push(Math.max(0, (await received) - stored))
+      expected.delete(runIds[index]!)
+      // The next chunk lands at another point of the poll's cycle.
+      await new Promise((resolve) => setTimeout(resolve, (sample % 10) * watchPollMillis / 10))
+    }
+    await Promise.all(producers.map((producer) => producer.close()))
+    await done
+    return {
+      store,
+      readers,
+      pollIntervalMillis: watchPollMillis,
+      statementsPerSecond,
+      targetPerSecond: Math.ceil(readers / maxRunsPerPoll) * 1000 / watchPollMillis,
+      p50DeliveryMillis: percentileOf(delivery, 0.5),
+      p90DeliveryMillis: percentileOf(delivery, 0.9),
+    }
+  } finally {
+    await reader.dispose()
+    await writer.dispose()
+  }
+}
+
+const chunkOf = (delta: string) => ({ type: 'TEXT_MESSAGE_CONTENT', messageId: 'm', delta, timestamp: 0 }) as StreamChunk
+
+const percentileOf = (values: ReadonlyArray<number>, p: number) => [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor(values.length * p))]!
+
+export const benchWatchers = async (options: { readonly quick: boolean }): Promise<ReadonlyArray<WatchersRow>> => {
+  const sizes = { readers: options.quick ? 200 : 1_000, deliveries: options.quick ? 20 : 50 }
+  const file = join(mkdtempSync(join(tmpdir(), 'ai-effect-bench-watch-')), 'chat.db')
+  const rows = [
+    await watchersCase('SQLite', layerSqliteStreamLog({ filename: file }), (counter) => layerSqliteStreamLog({ filename: file }).pipe(Layer.provide(counter)), sizes),
+  ]
+  if (missing('postgres') === undefined) {
+    const postgres = await startPostgres()
+    try {
+      rows.push(
+        await watchersCase(
+          'PostgreSQL',
+          layerSqlStreamLog().pipe(Layer.provide(pgClient(postgres.url))),
+          (counter) => layerSqlStreamLog().pipe(Layer.provide(counter), Layer.provide(pgClient(postgres.url))),
           sizes,
         ),
       )

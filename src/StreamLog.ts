@@ -198,12 +198,6 @@ export interface StreamLogOptions {
    * may start a moment after a second tab joins. Default 1 second.
    */
   readonly firstChunkDeadline?: Duration.Input | undefined
-  /**
-   * How often a running run looks whether its log was closed by a cancel
-   * from another request or process (see `StreamLog.cancel`). Default 250
-   * milliseconds: one indexed read per interval while a run runs.
-   */
-  readonly endedPollInterval?: Duration.Input | undefined
 }
 
 const offsetPrefix = "ai-effect:v1:"
@@ -418,8 +412,10 @@ export declare namespace StreamLog {
     readonly cancel: (runId: string) => Effect.Effect<boolean, UnknownRun | StreamLogError>
     /**
      * Completes once the run's log is closed, by its producer or by a
-     * {@link cancel} from any process: it looks every `endedPollInterval`,
-     * and a read the store cannot answer is looked at again.
+     * {@link cancel} from any process. It waits as a reader waits (on a
+     * store that is polled, within the readers' shared poll, which asks
+     * about every run at once), and a read the store cannot answer is
+     * looked at again.
      */
     readonly ended: (runId: string) => Effect.Effect<void>
   }
@@ -463,7 +459,6 @@ const wakingReaders = (backend: StreamLogBackend): StreamLogBackend => {
 const makeService = (store: StreamLogBackend, options: StreamLogOptions | undefined, context: Context.Context<never>): StreamLog.Service => {
   const backend = wakingReaders(store)
   const firstChunkDeadline = Duration.toMillis(Duration.fromInputUnsafe(options?.firstChunkDeadline ?? "1 second"))
-  const endedPollInterval = Duration.fromInputUnsafe(options?.endedPollInterval ?? "250 millis")
   const run = <A, E>(effect: Effect.Effect<A, E>, signal?: AbortSignal) =>
     Effect.runPromiseWith(context)(effect, signal === undefined ? undefined : { signal })
 
@@ -617,8 +612,10 @@ const makeService = (store: StreamLogBackend, options: StreamLogOptions | undefi
 
   const ended = (runId: string) =>
     Effect.repeat(
-      // A read that fails is not an end: the run goes on, and a cancel is seen at the next read (its fence holds meanwhile).
-      Effect.delay(Effect.orElseSucceed(stateOf(runId), () => ({ complete: false })), endedPollInterval),
+      // The store's own wait, not this service's: a write from this process (the run's own appends) does not wake it.
+      // No position is past the last, so it wakes once the log closes or is gone, or a poll fails; a read that fails
+      // is not an end: the run goes on, and a cancel is seen at the next look (its fence holds meanwhile).
+      Effect.andThen(store.awaitChange(runId, Number.MAX_SAFE_INTEGER), Effect.orElseSucceed(stateOf(runId), () => ({ complete: false }))),
       { until: (state) => state.complete }
     ).pipe(Effect.asVoid)
 

@@ -9,12 +9,13 @@ import { describe, expect, it } from "@effect/vitest"
 import * as AI from "@tanstack/ai-effect"
 import { layerSqliteStreamLog } from "@tanstack/ai-effect/sqlite"
 import { durabilityClaims, type DurabilityHarness } from "@tanstack/ai-effect/testing"
-import { Effect, type Layer, ManagedRuntime } from "effect"
+import { Effect, Layer, ManagedRuntime } from "effect"
 import { TestClock } from "effect/testing"
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { cancelClaimName, checkCancel, checkClosed, checkFirstEpoch, checkWoken, closedClaimName, firstEpochClaimName, text, wokenClaimName } from "./support/streamLogs.ts"
+import { recordStatements } from "./support/roundTrips.ts"
+import { cancelClaimName, checkCancel, checkClosed, checkFirstEpoch, checkSharedPoll, checkWoken, closedClaimName, firstEpochClaimName, sharedPollClaimName, sqlTailLookup, text, wokenClaimName } from "./support/streamLogs.ts"
 
 const harnessOf = (runtime: ManagedRuntime.ManagedRuntime<AI.StreamLog, unknown>): DurabilityHarness => ({
   open: (runId, offset) => runtime.runPromise(Effect.flatMap(Effect.service(AI.StreamLog), (log) => log.durability({ runId, offset }))),
@@ -89,6 +90,19 @@ describe("layerSqliteStreamLog, one file", () => {
       await checkWoken(polled)
     } finally {
       await polled.dispose()
+    }
+  })
+
+  it(sharedPollClaimName, async () => {
+    const filename = join(mkdtempSync(join(tmpdir(), "ai-effect-log-")), "chat.db")
+    const recorded = recordStatements()
+    const writer = ManagedRuntime.make(layerSqliteStreamLog({ filename }))
+    const reader = ManagedRuntime.make(layerSqliteStreamLog({ filename, pollInterval: "10 millis" }).pipe(Layer.provide(recorded.layer)))
+    try {
+      await checkSharedPoll(writer, reader, recorded.sent, { lookup: sqlTailLookup, runsPerLookup: "all" })
+    } finally {
+      await reader.dispose()
+      await writer.dispose()
     }
   })
 })

@@ -11,6 +11,7 @@
 import type { StreamChunk } from "@tanstack/ai"
 import { Duration, Effect, Layer } from "effect"
 import { Redis, script } from "effect/persistence/Redis"
+import { pollTails, type Tail } from "../internal/tailPoll.ts"
 import { type Entry, InvalidOffset, type Page, ProducerFenced, StreamLog, StreamLogError, type StreamLogOptions } from "../StreamLog.ts"
 
 /**
@@ -24,8 +25,9 @@ export interface RedisStreamLogOptions extends StreamLogOptions {
   readonly prefix?: string | undefined
   /**
    * How often a reader that caught up looks for what another process
-   * stored; a write of the reader's own log layer wakes it at once.
-   * Default 50 milliseconds.
+   * stored; a write of the reader's own log layer wakes it at once. The
+   * readers waiting in one layer share each look: one pipeline asks for
+   * the tails of all their runs. Default 50 milliseconds.
    */
   readonly pollInterval?: Duration.Input | undefined
 }
@@ -215,8 +217,21 @@ export const makeRedisStreamLog = Effect.fnUntraced(function*(options?: RedisStr
           },
           catch: (cause) => new StreamLogError({ operation: "read", runId, reason: "corrupt", cause })
         })),
-    // Redis is not asked to signal: look again after the poll interval.
-    awaitChange: () => Effect.sleep(pollInterval)
+    // Redis is not asked to signal: another process's write is seen at the next poll, one for every waiting
+    // reader. A run's keys have a slot of their own, so the poll sends a command per run, in one pipeline.
+    awaitChange: yield* pollTails(pollInterval, (runIds) =>
+      Effect.map(
+        Effect.forEach(runIds, (runId) => redis.send<ReadonlyArray<string | null>>("HMGET", keysOf(runId)[0], "tail", "complete"), {
+          concurrency: "unbounded"
+        }),
+        (answers) => {
+          const found = new Map<string, Tail>()
+          answers.forEach(([tail, complete], index) => {
+            if (complete != null) found.set(runIds[index]!, { seq: Number(tail ?? 0), complete: complete === "1" })
+          })
+          return found
+        }
+      ))
   }
   return yield* StreamLog.make(backend, options)
 })

@@ -12,6 +12,7 @@ import { Clock, Duration, Effect, Layer, Schedule } from "effect"
 import { SqlClient } from "effect/sql/SqlClient"
 import type { SqlError } from "effect/sql/SqlError"
 import { planUpsert } from "../internal/streamLog.ts"
+import { pollTails, type Tail } from "../internal/tailPoll.ts"
 import { type Entry, InvalidOffset, type Page, ProducerFenced, StreamLog, StreamLogError, type StreamLogOptions } from "../StreamLog.ts"
 
 /**
@@ -25,8 +26,9 @@ export interface SqlStreamLogOptions extends StreamLogOptions {
   readonly tablePrefix?: string | undefined
   /**
    * How often a reader that caught up looks for what another process
-   * stored; a write of the reader's own log layer wakes it at once.
-   * Default 50 milliseconds.
+   * stored; a write of the reader's own log layer wakes it at once. The
+   * readers waiting in one layer share each look: one statement asks for
+   * the tails of all their runs. Default 50 milliseconds.
    */
   readonly pollInterval?: Duration.Input | undefined
   /** How often expired logs are deleted. Default 1 minute. */
@@ -178,8 +180,15 @@ export const makeSqlStreamLog = Effect.fnUntraced(function*(options?: SqlStreamL
         )
         return { entries, complete: Number(rows[0]!.complete) === 1, known: true } satisfies Page
       }),
-    // Storage has no signal to wait on: another process's write is seen after the poll interval.
-    awaitChange: () => Effect.sleep(pollInterval)
+    // Storage has no signal to wait on: another process's write is seen at the next poll, one for every waiting reader.
+    awaitChange: yield* pollTails(pollInterval, (runIds) =>
+      Effect.gen(function*() {
+        const now = yield* Clock.currentTimeMillis
+        const rows = yield* sql<{ readonly run_id: string; readonly complete: unknown; readonly tail: unknown }>`SELECT
+            r.run_id AS run_id, r.complete AS complete, (SELECT MAX(c.seq) FROM ${chunks} c WHERE c.run_id = r.run_id) AS tail
+          FROM ${runs} r WHERE r.run_id IN ${sql.in(runIds)} AND r.expires_at > ${now}`
+        return new Map(rows.map((row): [string, Tail] => [row.run_id, { seq: Number(row.tail ?? 0), complete: Number(row.complete) === 1 }]))
+      }))
   }
 
   const sweep = Effect.gen(function*() {

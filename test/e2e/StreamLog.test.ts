@@ -11,8 +11,8 @@ import { layerSqlStreamLog } from "@tanstack/ai-effect/sql"
 import { durabilityClaims, type DurabilityHarness } from "@tanstack/ai-effect/testing"
 import { type Duration, Effect, Layer, ManagedRuntime } from "effect"
 import { pgClient, redisClient } from "../support/backends.ts"
-import { countRedisCommands, countStatements, type RoundTrips } from "../support/roundTrips.ts"
-import { cancelClaimName, checkCancel, checkClosed, checkFirstEpoch, checkWoken, closedClaimName, firstEpochClaimName, text, wokenClaimName } from "../support/streamLogs.ts"
+import { countRedisCommands, countStatements, recordRedisCommands, recordStatements, type RoundTrips, type SentRequest } from "../support/roundTrips.ts"
+import { cancelClaimName, checkCancel, checkClosed, checkFirstEpoch, checkSharedPoll, checkWoken, closedClaimName, firstEpochClaimName, sharedPollClaimName, sqlTailLookup, text, wokenClaimName } from "../support/streamLogs.ts"
 import { missing, startPostgres, startRedis, type TestServer } from "../support/services.ts"
 
 interface LogBackend {
@@ -23,6 +23,13 @@ interface LogBackend {
     readonly counted: RoundTrips
     readonly layer: Layer.Layer<AI.StreamLog, unknown>
   }
+  /** The log with every request it sends recorded, and how a poll's requests look. */
+  readonly recorded: (server: TestServer, options: { readonly pollInterval: Duration.Input }) => {
+    readonly sent: ReadonlyArray<SentRequest>
+    readonly layer: Layer.Layer<AI.StreamLog, unknown>
+  }
+  readonly lookup: (request: SentRequest) => ReadonlyArray<string> | undefined
+  readonly runsPerLookup: "all" | 1
 }
 
 const backends: ReadonlyArray<LogBackend> = [
@@ -33,7 +40,13 @@ const backends: ReadonlyArray<LogBackend> = [
     layer: (server, options) => {
       const counted = countStatements()
       return { counted, layer: layerSqlStreamLog(options).pipe(Layer.provide(counted.layer), Layer.provide(pgClient(server.url))) }
-    }
+    },
+    recorded: (server, options) => {
+      const recorded = recordStatements()
+      return { sent: recorded.sent, layer: layerSqlStreamLog(options).pipe(Layer.provide(recorded.layer), Layer.provide(pgClient(server.url))) }
+    },
+    lookup: sqlTailLookup,
+    runsPerLookup: "all"
   },
   {
     name: "layerRedisStreamLog on Redis",
@@ -42,7 +55,15 @@ const backends: ReadonlyArray<LogBackend> = [
     layer: (server, options) => {
       const counted = countRedisCommands()
       return { counted, layer: layerRedisStreamLog(options).pipe(Layer.provide(counted.layer), Layer.provide(redisClient(server.url))) }
-    }
+    },
+    recorded: (server, options) => {
+      const recorded = recordRedisCommands()
+      return { sent: recorded.sent, layer: layerRedisStreamLog(options).pipe(Layer.provide(recorded.layer), Layer.provide(redisClient(server.url))) }
+    },
+    // A run's keys have a slot each, so a poll sends one HMGET of its meta hash per run.
+    lookup: (request) =>
+      request.text === "HMGET" ? [decodeURIComponent(String(request.parameters[0]).match(/\{(.*)\}:meta$/)![1]!)] : undefined,
+    runsPerLookup: 1
   }
 ]
 
@@ -79,6 +100,16 @@ for (const backend of backends) describe.skipIf(missing(backend.server) !== unde
       await checkWoken(polled)
     } finally {
       await polled.dispose()
+    }
+  })
+
+  it(sharedPollClaimName, async () => {
+    const reader = backend.recorded(server, { pollInterval: "10 millis" })
+    const readerRuntime = ManagedRuntime.make(reader.layer)
+    try {
+      await checkSharedPoll(runtime, readerRuntime, reader.sent, backend)
+    } finally {
+      await readerRuntime.dispose()
     }
   })
 

@@ -43,20 +43,46 @@ export const countStatements = (): RoundTrips & {
 /** Wraps the `Redis` service so that every command and script sent through it is counted. */
 export const countRedisCommands = (): RoundTrips & { readonly layer: Layer.Layer<Redis, never, Redis> } => {
   let count = 0
-  const counted = <A, E>(effect: Effect.Effect<A, E>) => Effect.andThen(Effect.sync(() => count++), effect)
+  return { count: () => count, layer: observeRedis(() => void count++) }
+}
+
+/** A request a store sent, as the driver saw it: a statement's text and parameters, or a Redis command (`EVALSHA` for a script) and its arguments. */
+export interface SentRequest {
+  readonly text: string
+  readonly parameters: ReadonlyArray<unknown>
+}
+
+/** A layer that records every SQL statement run in its context. */
+export const recordStatements = (): { readonly sent: ReadonlyArray<SentRequest>; readonly layer: Layer.Layer<never> } => {
+  const sent: Array<SentRequest> = []
   return {
-    count: () => count,
-    layer: Layer.effect(
-      Redis,
-      Effect.map(Effect.service(Redis), (redis) =>
-        Redis.of({
-          ...redis,
-          send: (command, ...args) => counted(redis.send(command, ...args)),
-          eval: (script) => {
-            const run = redis.eval(script)
-            return (...params) => counted(run(...params))
-          }
-        }))
-    )
+    sent,
+    layer: Layer.succeed(Statement.CurrentTransformer, (statement) => {
+      const [text, parameters] = statement.compile()
+      sent.push({ text, parameters })
+      return Effect.succeed(statement)
+    })
   }
 }
+
+/** Wraps the `Redis` service so that every command and script sent through it is recorded. */
+export const recordRedisCommands = (): { readonly sent: ReadonlyArray<SentRequest>; readonly layer: Layer.Layer<Redis, never, Redis> } => {
+  const sent: Array<SentRequest> = []
+  return { sent, layer: observeRedis((request) => void sent.push(request)) }
+}
+
+/** The `Redis` service in context, with `observe` called before each command and script is sent. */
+const observeRedis = (observe: (request: SentRequest) => void): Layer.Layer<Redis, never, Redis> =>
+  Layer.effect(
+    Redis,
+    Effect.map(Effect.service(Redis), (redis) =>
+      Redis.of({
+        ...redis,
+        send: <A>(command: string, ...args: ReadonlyArray<string>) =>
+          Effect.andThen(Effect.sync(() => observe({ text: command, parameters: args })), redis.send<A>(command, ...args)),
+        eval: (script) => {
+          const run = redis.eval(script)
+          return (...params) => Effect.andThen(Effect.sync(() => observe({ text: "EVALSHA", parameters: params })), run(...params))
+        }
+      }))
+  )

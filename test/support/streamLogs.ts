@@ -10,6 +10,7 @@ import type { StreamChunk } from "@tanstack/ai"
 import { expect } from "@effect/vitest"
 import * as AI from "@tanstack/ai-effect"
 import { Effect, type ManagedRuntime } from "effect"
+import type { SentRequest } from "./roundTrips.ts"
 
 /** Runs `f` with the runtime's log, to a Promise. */
 const withLog = (runtime: ManagedRuntime.ManagedRuntime<AI.StreamLog, unknown>) =>
@@ -83,6 +84,55 @@ export const checkWoken = async (runtime: ManagedRuntime.ManagedRuntime<AI.Strea
   await done
   expect(read).toEqual(["a", "b"])
 }
+
+export const sharedPollClaimName =
+  "readers that wait in one process for runs another process writes share one poll: while they wait, the store is asked for their runs' tails and never read per reader, and each reader gets every chunk once, in order"
+
+/**
+ * Checks {@link sharedPollClaimName} with `writer` and `reader`, two layers
+ * on one store as two processes would be. `sent` records the reader's
+ * requests; `lookup` names the runs a request of a poll asks about (and is
+ * `undefined` for any other request), and `runsPerLookup` how many runs
+ * one such request asks about: all of them, or one (a pipelined command per run).
+ */
+export const checkSharedPoll = async (
+  writer: ManagedRuntime.ManagedRuntime<AI.StreamLog, unknown>,
+  reader: ManagedRuntime.ManagedRuntime<AI.StreamLog, unknown>,
+  sent: ReadonlyArray<SentRequest>,
+  options: { readonly lookup: (request: SentRequest) => ReadonlyArray<string> | undefined; readonly runsPerLookup: "all" | 1 }
+) => {
+  const runIds = Array.from({ length: 50 }, (_, index) => `run-shared-${crypto.randomUUID()}-${index}`)
+  const open = (runtime: typeof writer, runId: string, offset: string | null) =>
+    runtime.runPromise(Effect.flatMap(Effect.service(AI.StreamLog), (log) => log.durability({ runId, offset })))
+  const producers = await Promise.all(runIds.map((runId) => open(writer, runId, null)))
+  await Promise.all(producers.map((producer) => producer.append([text("a")])))
+  const read = runIds.map((): Array<string> => [])
+  const done = Promise.all(runIds.map(async (runId, index) => {
+    const adapter = await open(reader, runId, "-1")
+    for await (const { chunk } of adapter.read("-1")) read[index]!.push((chunk as { delta: string }).delta)
+  }))
+  await expect.poll(() => read.every((delta) => delta.length === 1)).toBe(true)
+  // Every reader waits now: what the reader's layer sends from here on, until three polls have asked about every run.
+  const from = sent.length
+  const polls = 3
+  const lookups = () => sent.slice(from).flatMap((request) => options.lookup(request) ?? [])
+  await expect.poll(() => lookups().length, { timeout: 10_000 }).toBeGreaterThanOrEqual(polls * runIds.length)
+  const waiting = sent.slice(from)
+  expect(waiting.filter((request) => options.lookup(request) === undefined)).toEqual([])
+  for (const request of waiting) expect(options.lookup(request)).toHaveLength(options.runsPerLookup === "all" ? runIds.length : 1)
+  expect(new Set(lookups())).toEqual(new Set(runIds))
+  // Each run moves on and closes in the writer's process: every reader gets the rest, once and in order.
+  await Promise.all(producers.map(async (producer) => {
+    await producer.append([text("b")])
+    await producer.close()
+  }))
+  await done
+  expect(read).toEqual(runIds.map(() => ["a", "b"]))
+}
+
+/** The runs a poll of `layerSqlStreamLog` asks about (the statement that reads the tails), or `undefined` for any other statement. */
+export const sqlTailLookup = (request: SentRequest): ReadonlyArray<string> | undefined =>
+  request.text.includes("MAX(c.seq)") ? request.parameters.filter((parameter): parameter is string => typeof parameter === "string") : undefined
 
 /** A text delta of message `m`. */
 export const text = (delta: string): StreamChunk => ({ type: "TEXT_MESSAGE_CONTENT", messageId: "m", delta, timestamp: 0 }) as StreamChunk

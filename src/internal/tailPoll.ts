@@ -1,0 +1,86 @@
+/**
+ * One poll for all the readers of a store-backed delivery log that wait in
+ * one process.
+ *
+ * A reader that has read everything waits for its run's log to change. A
+ * store with no signal is polled, and a poll per reader grows with the
+ * readers: 1,000 clients watching runs that another node produces, each
+ * polling every 50 ms, are 20,000 reads a second. Here the waiting readers
+ * share one loop: each interval, one request per `maxRunsPerPoll` runs asks
+ * the store for the tail of every run someone waits on, and only the
+ * readers whose run moved on, closed or is gone are woken to read.
+ */
+import { type Duration, Effect, Exit, Latch, type Scope } from "effect"
+
+/** A run's log as a poll sees it: its last position, and whether it is closed. */
+export interface Tail {
+  readonly seq: number
+  readonly complete: boolean
+}
+
+/** The runs one request of a poll asks about, so that a statement's parameters stay within every driver's limit. */
+export const maxRunsPerPoll = 500
+
+interface Reader {
+  readonly after: number
+  readonly wake: () => void
+}
+
+/**
+ * The `awaitChange` of a polled backend: it completes once a poll finds the
+ * run's log past `after`, closed, or not stored (a reader then reads and
+ * decides), or once a poll fails (each reader's own read then fails or
+ * succeeds). The loop runs in the current scope, and waits without a timer
+ * while nobody waits.
+ *
+ * `tails` answers the runs it finds stored and not expired; it is given at
+ * most `maxRunsPerPoll` runs at a time.
+ */
+export const pollTails = <E>(
+  interval: Duration.Duration,
+  tails: (runIds: ReadonlyArray<string>) => Effect.Effect<ReadonlyMap<string, Tail>, E>
+): Effect.Effect<(runId: string, after: number) => Effect.Effect<void>, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    const waiting = new Map<string, Set<Reader>>()
+    const someoneWaits = Latch.makeUnsafe(false)
+
+    const wakeMoved = (runIds: ReadonlyArray<string>, found: ReadonlyMap<string, Tail> | undefined) => {
+      for (const runId of runIds) {
+        const readers = waiting.get(runId)
+        if (readers === undefined) continue
+        const tail = found?.get(runId)
+        for (const reader of readers) {
+          if (tail !== undefined && !tail.complete && tail.seq <= reader.after) continue
+          readers.delete(reader)
+          reader.wake()
+        }
+        if (readers.size === 0) waiting.delete(runId)
+      }
+    }
+
+    const poll = Effect.gen(function*() {
+      yield* someoneWaits.await
+      yield* Effect.sleep(interval)
+      const runIds = [...waiting.keys()]
+      for (let start = 0; start < runIds.length; start += maxRunsPerPoll) {
+        const asked = runIds.slice(start, start + maxRunsPerPoll)
+        const found = yield* Effect.exit(tails(asked))
+        wakeMoved(asked, Exit.isSuccess(found) ? found.value : undefined)
+      }
+      // Checked and closed in one step: a reader that comes later opens it again.
+      if (waiting.size === 0) someoneWaits.closeUnsafe()
+    })
+    yield* Effect.forkScoped(Effect.forever(poll))
+
+    return (runId: string, after: number) =>
+      Effect.callback<void>((resume) => {
+        const reader: Reader = { after, wake: () => resume(Effect.void) }
+        const readers = waiting.get(runId) ?? new Set()
+        waiting.set(runId, readers.add(reader))
+        someoneWaits.openUnsafe()
+        return Effect.sync(() => {
+          readers.delete(reader)
+          if (readers.size === 0 && waiting.get(runId) === readers) waiting.delete(runId)
+        })
+      })
+  })
