@@ -118,8 +118,12 @@ export const checkSharedPoll = async (
   const lookups = () => sent.slice(from).flatMap((request) => options.lookup(request) ?? [])
   await expect.poll(() => lookups().length, { timeout: 10_000 }).toBeGreaterThanOrEqual(polls * runIds.length)
   const waiting = sent.slice(from)
-  expect(waiting.filter((request) => options.lookup(request) === undefined)).toEqual([])
-  for (const request of waiting) expect(options.lookup(request)).toHaveLength(options.runsPerLookup === "all" ? runIds.length : 1)
+  // A request about one of the runs that is not a poll's is a read; the store's housekeeping (a sweep of expired logs) names none.
+  const aboutTheRuns = (request: SentRequest) => request.parameters.some((parameter) => runIds.some((runId) => String(parameter).includes(runId)))
+  expect(waiting.filter((request) => options.lookup(request) === undefined && aboutTheRuns(request))).toEqual([])
+  for (const request of waiting) {
+    if (options.lookup(request) !== undefined) expect(options.lookup(request)).toHaveLength(options.runsPerLookup === "all" ? runIds.length : 1)
+  }
   expect(new Set(lookups())).toEqual(new Set(runIds))
   // Each run moves on and closes in the writer's process: every reader gets the rest, once and in order.
   await Promise.all(producers.map(async (producer) => {
