@@ -179,7 +179,11 @@ export interface StreamLogBackend {
   readonly close: (runId: string, epoch: number) => Effect.Effect<void, StreamLogError | ProducerFenced>
   /** Up to `limit` entries after position `after`, in order. Never waits. */
   readonly read: (runId: string, after: number, limit: number) => Effect.Effect<Page, StreamLogError>
-  /** Waits until the log may have changed since `after` was read (a signal, or one poll interval). */
+  /**
+   * Waits until the log may have changed since `after` was read (a signal, or
+   * one poll interval). `ended` passes a position past any, to wait for the
+   * log's close.
+   */
   readonly awaitChange: (runId: string, after: number) => Effect.Effect<void>
 }
 
