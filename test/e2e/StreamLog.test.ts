@@ -113,6 +113,34 @@ for (const backend of backends) describe.skipIf(missing(backend.server) !== unde
     }
   })
 
+  it("a reader waiting for a run another process writes fails with StreamLogError once the store stops answering, instead of waiting for a poll that cannot come", async () => {
+    const own = await backend.start()
+    const writer = ManagedRuntime.make(backend.layer(own).layer)
+    const reader = ManagedRuntime.make(backend.layer(own, { pollInterval: "10 millis" }).layer)
+    const open = (runtime: typeof writer, offset: string | null) =>
+      runtime.runPromise(Effect.flatMap(Effect.service(AI.StreamLog), (log) => log.durability({ runId: "run-store-gone", offset })))
+    try {
+      const producer = await open(writer, null)
+      await producer.append([text("a")])
+      const read: Array<string> = []
+      const { promise: first, resolve: readFirst } = Promise.withResolvers<void>()
+      const tailing = (async () => {
+        for await (const { chunk } of (await open(reader, "-1")).read("-1")) {
+          read.push((chunk as { delta: string }).delta)
+          readFirst()
+        }
+      })()
+      await first
+      await own.crash()
+      await expect(tailing).rejects.toMatchObject({ _tag: "StreamLogError" })
+      expect(read).toEqual(["a"])
+    } finally {
+      await reader.dispose()
+      await writer.dispose()
+      await own.dispose()
+    }
+  }, 60_000)
+
   it("one appended batch costs one round trip: 32 chunks after the producer's claim", async () => {
     const producer = await harness.open("run-round-trips")
     await producer.append([text("claim")])
