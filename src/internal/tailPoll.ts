@@ -45,6 +45,7 @@ export const pollTails = <E>(
     const someoneWaits = Latch.makeUnsafe(false)
 
     const wakeMoved = (runIds: ReadonlyArray<string>, found: ReadonlyMap<string, Tail> | undefined) => {
+      const woken: Array<Reader> = []
       for (const runId of runIds) {
         const readers = waiting.get(runId)
         if (readers === undefined) continue
@@ -52,10 +53,12 @@ export const pollTails = <E>(
         for (const reader of readers) {
           if (tail !== undefined && !tail.complete && tail.seq <= reader.after) continue
           readers.delete(reader)
-          reader.wake()
+          woken.push(reader)
         }
         if (readers.size === 0) waiting.delete(runId)
       }
+      // Woken once every set is settled: a reader whose read answers at once may wait again before this returns.
+      for (const reader of woken) reader.wake()
     }
 
     const poll = Effect.gen(function*() {
