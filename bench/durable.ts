@@ -237,7 +237,8 @@ export interface DurableLoadRow {
   readonly failed: number
 }
 
-const percentile = (values: ReadonlyArray<number>, p: number) => [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor(values.length * p))]!
+/** The value at fraction `p` of `values` in order (0.5 the median). */
+export const percentile = (values: ReadonlyArray<number>, p: number) => [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor(values.length * p))]!
 
 /** A step's span: a model turn (`turn-<n>`) or a tool call (`tool-<id>`) that a run executed, not one it replayed. */
 const isStepSpan = (span: Tracer.NativeSpan) => /^(turn|tool)-/.test(span.name) && span.attributes.get('replayed') === false

@@ -36,9 +36,9 @@ interface Reader {
  * `tails` answers the runs it finds stored and not expired; it is given at
  * most `maxRunsPerPoll` runs at a time.
  */
-export const pollTails = <E>(
+export const pollTails = (
   interval: Duration.Duration,
-  tails: (runIds: ReadonlyArray<string>) => Effect.Effect<ReadonlyMap<string, Tail>, E>
+  tails: (runIds: ReadonlyArray<string>) => Effect.Effect<ReadonlyMap<string, Tail>, unknown>
 ): Effect.Effect<(runId: string, after: number) => Effect.Effect<void>, never, Scope.Scope> =>
   Effect.gen(function*() {
     const waiting = new Map<string, Set<Reader>>()

@@ -12,7 +12,7 @@ import { durabilityClaims, type DurabilityHarness } from "@tanstack/ai-effect/te
 import { type Duration, Effect, Layer, ManagedRuntime } from "effect"
 import { pgClient, redisClient } from "../support/backends.ts"
 import { countRedisCommands, countStatements, recordRedisCommands, recordStatements, type RoundTrips, type SentRequest } from "../support/roundTrips.ts"
-import { cancelClaimName, checkCancel, checkClosed, checkFirstEpoch, checkSharedPoll, checkWoken, closedClaimName, firstEpochClaimName, sharedPollClaimName, sqlTailLookup, text, wokenClaimName } from "../support/streamLogs.ts"
+import { cancelClaimName, checkCancel, checkClosed, checkFirstEpoch, checkSharedPoll, checkWoken, closedClaimName, firstEpochClaimName, openLog, sharedPollClaimName, sqlTailLookup, text, wokenClaimName } from "../support/streamLogs.ts"
 import { missing, startPostgres, startRedis, type TestServer } from "../support/services.ts"
 
 interface LogBackend {
@@ -117,16 +117,14 @@ for (const backend of backends) describe.skipIf(missing(backend.server) !== unde
     const own = await backend.start()
     const writer = ManagedRuntime.make(backend.layer(own).layer)
     const reader = ManagedRuntime.make(backend.layer(own, { pollInterval: "10 millis" }).layer)
-    const open = (runtime: typeof writer, offset: string | null) =>
-      runtime.runPromise(Effect.flatMap(Effect.service(AI.StreamLog), (log) => log.durability({ runId: "run-store-gone", offset })))
     try {
-      const producer = await open(writer, null)
+      const producer = await openLog(writer, "run-store-gone", null)
       await producer.append([text("a")])
       const read: Array<string> = []
       const { promise: first, resolve: readFirst } = Promise.withResolvers<void>()
       // How the tail ended, taken as it ends: it fails while the crash is still being awaited.
       const ended = (async () => {
-        for await (const { chunk } of (await open(reader, "-1")).read("-1")) {
+        for await (const { chunk } of (await openLog(reader, "run-store-gone", "-1")).read("-1")) {
           read.push((chunk as { delta: string }).delta)
           readFirst()
         }

@@ -16,6 +16,10 @@ import type { SentRequest } from "./roundTrips.ts"
 const withLog = (runtime: ManagedRuntime.ManagedRuntime<AI.StreamLog, unknown>) =>
 <A>(f: (log: AI.StreamLog["Service"]) => Effect.Effect<A, unknown>) => runtime.runPromise(Effect.flatMap(Effect.service(AI.StreamLog), f))
 
+/** Core's durability adapter of `runId` on the runtime's log: a producer's (`offset` null) or a reader's from `offset`. */
+export const openLog = (runtime: ManagedRuntime.ManagedRuntime<AI.StreamLog, unknown>, runId: string, offset: string | null) =>
+  withLog(runtime)((log) => log.durability({ runId, offset }))
+
 export const cancelClaimName =
   "a cancel takes the log over: the producer's next write is fenced, a reader from the start ends on the cancel's RUN_ERROR, a second cancel answers false, an unknown run fails"
 
@@ -69,7 +73,7 @@ export const wokenClaimName =
 /** Checks {@link wokenClaimName} on a log whose poll interval outlasts the test: only the process's own signal can deliver. */
 export const checkWoken = async (runtime: ManagedRuntime.ManagedRuntime<AI.StreamLog, unknown>) => {
   const runId = `run-woken-${crypto.randomUUID()}`
-  const open = (offset: string | null) => runtime.runPromise(Effect.flatMap(Effect.service(AI.StreamLog), (log) => log.durability({ runId, offset })))
+  const open = (offset: string | null) => openLog(runtime, runId, offset)
   const producer = await open(null)
   await producer.append([text("a")])
   const reader = await open("-1")
@@ -102,13 +106,11 @@ export const checkSharedPoll = async (
   options: { readonly lookup: (request: SentRequest) => ReadonlyArray<string> | undefined; readonly runsPerLookup: "all" | 1 }
 ) => {
   const runIds = Array.from({ length: 50 }, (_, index) => `run-shared-${crypto.randomUUID()}-${index}`)
-  const open = (runtime: typeof writer, runId: string, offset: string | null) =>
-    runtime.runPromise(Effect.flatMap(Effect.service(AI.StreamLog), (log) => log.durability({ runId, offset })))
-  const producers = await Promise.all(runIds.map((runId) => open(writer, runId, null)))
+  const producers = await Promise.all(runIds.map((runId) => openLog(writer, runId, null)))
   await Promise.all(producers.map((producer) => producer.append([text("a")])))
   const read = runIds.map((): Array<string> => [])
   const done = Promise.all(runIds.map(async (runId, index) => {
-    const adapter = await open(reader, runId, "-1")
+    const adapter = await openLog(reader, runId, "-1")
     for await (const { chunk } of adapter.read("-1")) read[index]!.push((chunk as { delta: string }).delta)
   }))
   await expect.poll(() => read.every((delta) => delta.length === 1)).toBe(true)
