@@ -441,8 +441,10 @@ export const effectTool = <
         ? replay(id, acquired.recorded, fingerprint)
         : applyClaimed(store, id, acquired, input, call, fingerprint))
 
-  return serverTool(definition, (input, toolCall) =>
-    Effect.gen(function*() {
+  // Made once per tool, not per call: on Node 24 a generator function made
+  // per call costs about 1.5 µs (a scratch run).
+  const callTool = Effect.fnUntraced(
+    function*(input: Input, toolCall: ToolCall) {
       const run = yield* RunContext
       const store = yield* EffectStore
       if (isInMemory(store) && !memoryStoresSeen.has(store)) {
@@ -484,12 +486,13 @@ export const effectTool = <
         exposeKey ? { toolName: tool, key, outcome } : { toolName: tool, keyDigest: (yield* sha256Hex(key)).slice(0, 16), outcome }
       )
       return value.output
-    }).pipe(
-      Effect.tapCause((cause) => {
-        const outcome = isInDoubt(cause) ? "in-doubt" : "failed"
-        return Effect.andThen(Effect.annotateCurrentSpan({ "effect.outcome": outcome }), Metric.update(counted[outcome], 1))
-      })
-    ), options)
+    },
+    Effect.tapCause((cause) => {
+      const outcome = isInDoubt(cause) ? "in-doubt" : "failed"
+      return Effect.andThen(Effect.annotateCurrentSpan({ "effect.outcome": outcome }), Metric.update(counted[outcome], 1))
+    })
+  )
+  return serverTool(definition, callTool, options)
 }
 
 /** Whether a call ended once its effect may have happened, without a record. */

@@ -12,6 +12,7 @@ import type { StreamChunk } from "@tanstack/ai"
 import { Duration, Effect, Layer } from "effect"
 import { Redis, script } from "effect/persistence/Redis"
 import { pollTails, type Tail } from "../internal/tailPoll.ts"
+import { evalSha } from "../internal/redisScripts.ts"
 import { type Entry, InvalidOffset, type Page, ProducerFenced, StreamLog, StreamLogError, type StreamLogOptions } from "../StreamLog.ts"
 
 /**
@@ -166,11 +167,11 @@ export const makeRedisStreamLog = Effect.fnUntraced(function*(options?: RedisStr
   }
   const failed = (operation: string, runId: string) => (cause: unknown) =>
     new StreamLogError({ operation, runId, reason: "unavailable", cause })
-  const claimLua = redis.eval(claimScript)
-  const appendLua = redis.eval(appendScript)
-  const upsertLua = redis.eval(upsertScript)
-  const closeLua = redis.eval(closeScript)
-  const readLua = redis.eval(readScript)
+  const claimLua = evalSha(redis, claimScript)
+  const appendLua = evalSha(redis, appendScript)
+  const upsertLua = evalSha(redis, upsertScript)
+  const closeLua = evalSha(redis, closeScript)
+  const readLua = evalSha(redis, readScript)
 
   const backend = {
     claim: (runId: string) =>

@@ -9,6 +9,7 @@
 import { Duration, Effect, Layer, Option } from "effect"
 import { Redis, script } from "effect/persistence/Redis"
 import { type Thread, ThreadStore, ThreadStoreError, type ThreadStoreOptions } from "../ThreadStore.ts"
+import { evalSha } from "../internal/redisScripts.ts"
 
 /**
  * Options of {@link layerRedisThreadStore}.
@@ -62,7 +63,7 @@ export const makeRedisThreadStore = Effect.fnUntraced(function*(options?: RedisT
   const redis = yield* Redis
   const prefix = options?.prefix ?? "ai-effect:thread:"
   const retention = Duration.toMillis(Duration.fromInputUnsafe(options?.retention ?? "30 days"))
-  const save = redis.eval(saveScript)
+  const save = evalSha(redis, saveScript)
   const failed = (operation: string, threadId: string) => (cause: unknown) => new ThreadStoreError({ operation, threadId, cause })
   return ThreadStore.of({
     load: (threadId) =>

@@ -18,6 +18,7 @@ import {
   redisClient,
   sqliteBackend
 } from "../support/backends.ts"
+import { Redis } from "effect/persistence/Redis"
 import { layerRedis, RedisPersistenceError, type RedisStoreOptions } from "@tanstack/ai-effect/redis"
 import { missing, startPostgres, startRedis, type TestServer } from "../support/services.ts"
 
@@ -283,6 +284,30 @@ const sqlite = sqliteBackend()
 conformance("sqlite", "caller", () => sqlite, undefined)
 conformance("postgres", "server", () => postgresBackend(postgres!), noPostgres)
 conformance("redis", "server", () => redisBackend(redis!), noRedis)
+
+describe.skipIf(noRedis !== undefined)("layerRedis on a Redis that forgot its scripts", () => {
+  it.live("after SCRIPT FLUSH (as after a restart) each operation loads its script again and answers as before", () =>
+    Effect.gen(function*() {
+      const store = yield* AI.EffectStore
+      const redis = yield* Redis
+      const id = freshId()
+      const claimed = yield* store.claim(id, { owner: "a", ttl })
+      if (claimed._tag !== "Claimed") return expect.unreachable(`claimed ${claimed._tag}`)
+      yield* redis.send("SCRIPT", "FLUSH")
+      yield* store.renew(id, { fence: claimed.fence, ttl })
+      yield* redis.send("SCRIPT", "FLUSH")
+      yield* store.put(id, recorded("once"), { fence: claimed.fence })
+      yield* redis.send("SCRIPT", "FLUSH")
+      const replay = yield* store.claim(id, { owner: "b", ttl })
+      expect(replay).toMatchObject({ _tag: "Recorded", recorded: { output: "once" } })
+      const other = freshId()
+      const next = yield* store.claim(other, { owner: "a", ttl })
+      if (next._tag !== "Claimed") return expect.unreachable(`claimed ${next._tag}`)
+      yield* redis.send("SCRIPT", "FLUSH")
+      yield* store.release(other, { fence: next.fence })
+      expect(yield* store.claim(other, { owner: "b", ttl })).toMatchObject({ _tag: "Claimed", fence: next.fence + 1, takenOver: false })
+    }).pipe(Effect.provide(Layer.provideMerge(layerRedis(), redisClient(redis!.url)))))
+})
 
 describe.skipIf(noRedis !== undefined)("layerRedis checks that Redis persists", () => {
   const buildOn = (persistence: "none" | "hidden", options?: RedisStoreOptions) =>
