@@ -19,7 +19,7 @@ import {
   type Recorded,
   type StoreOptions
 } from "../EffectStore.ts"
-import { DirectStatementObserver, SqliteReads } from "../internal/sqliteReads.ts"
+import { DirectStatementObserver, SqliteDirect } from "../internal/sqliteDirect.ts"
 import { retentionOf } from "../internal/store.ts"
 
 /**
@@ -59,6 +59,24 @@ export interface SqlStoreOptions extends StoreOptions {
  */
 export const layerSql = (options?: SqlStoreOptions): Layer.Layer<EffectStore, SqlError, SqlClient> =>
   Layer.effect(EffectStore, makeSqlStore(options))
+
+/**
+ * A statement compiled once, and the order of its parameters: `build` gets
+ * one distinct sentinel per argument, and each parameter of the compiled
+ * text is traced back to the argument it came from, so that a call only
+ * puts its arguments in that order.
+ */
+const compileOnce = <Args extends ReadonlyArray<string | number>>(
+  sentinels: NoInfer<Args>,
+  build: (...args: Args) => Statement.Statement<object>
+) => {
+  const [text, params] = build(...sentinels).compile()
+  const order = params.map((param) => sentinels.findIndex((sentinel) => sentinel === param))
+  if (order.includes(-1) || new Set(sentinels).size !== sentinels.length) {
+    throw new Error(`a statement compiled once has a parameter that is not one of its arguments: ${text}`)
+  }
+  return { text, params: (...args: Args): Array<Args[number]> => order.map((index) => args[index]!) }
+}
 
 /**
  * Makes the SQL store on the `SqlClient` in context, in the current scope:
@@ -175,18 +193,23 @@ export const makeSqlStore = Effect.fnUntraced(function*(options?: SqlStoreOption
             SELECT NULL, NULL, owner, lease_expires_at, record FROM current WHERE NOT EXISTS (SELECT 1 FROM claimed)`),
       orElse: () =>
         Effect.flatMap(currentTime, (now) =>
-          Effect.flatMap(heldRow(id, now), (held) => held.length > 0 ? Effect.succeed(held) : claimOrRead(id, owner, ttlMillis, now)))
+          Effect.flatMap(heldRow(id, now), (held) =>
+            held.length > 0
+              ? Effect.succeed(held)
+              : claimOrRead(id, sql<ClaimedRow>`${claimNew(id, owner, ttlMillis, ttlMillis + retention, now)}`)))
     })
 
-  /** SQLite's claim of a key nothing held when it looked: the upsert, then the row if it could not claim it. */
-  const claimOrRead = (id: EffectId, owner: string, ttlMillis: number, now: Statement.Fragment) =>
+  /** What the upsert of a claim answers when it claimed. */
+  type ClaimedRow = { readonly fence: unknown; readonly taken_over: unknown }
+
+  /** SQLite's upsert of the claim of a key nothing held when it looked, kept `keepMillis` in all. */
+  const claimNew = (id: EffectId, owner: string, ttlMillis: number, keepMillis: number, now: Statement.Fragment) =>
+    upsertClaim(sql`VALUES (${id.tool}, ${id.key}, 1, ${owner}, ${now} + ${ttlMillis}, 0, NULL, ${now} + ${keepMillis})`, now)
+
+  /** SQLite's claim of a key nothing held when it looked: the upsert's rows, then the row if it could not claim it. */
+  const claimOrRead = (id: EffectId, upserted: Effect.Effect<ReadonlyArray<ClaimedRow>, SqlError>) =>
     Effect.flatMap(
-      sql<{ readonly fence: unknown; readonly taken_over: unknown }>`${
-        upsertClaim(
-          sql`VALUES (${id.tool}, ${id.key}, 1, ${owner}, ${now} + ${ttlMillis}, 0, NULL, ${now} + ${ttlMillis + retention})`,
-          now
-        )
-      }`,
+      upserted,
       (claimed): Effect.Effect<ReadonlyArray<ClaimRow>, SqlError> =>
         claimed.length > 0
           ? Effect.succeed(claimed.map((row) => ({ ...row, owner: null, lease_expires_at: null, record: null })))
@@ -225,13 +248,15 @@ export const makeSqlStore = Effect.fnUntraced(function*(options?: SqlStoreOption
 
   // Plain combinators, not generators: on Node 24 a generator function made
   // per call costs about 1.5 µs (a scratch run).
+  /** The fenced write of a record, kept `retentionMillis` from `now`. */
+  const recordHeld = (id: EffectId, fence: number, record: string, now: Statement.Fragment, retentionMillis: number) =>
+    sql`UPDATE ${table} SET record = ${record}, owner = NULL, lease_expires_at = 0, expires_at = ${now} + ${retentionMillis}
+      WHERE ${whileHeld(id, fence)} RETURNING fence`
+
   const put = (id: EffectId, recorded: Recorded, { fence }: { readonly fence: number }) =>
     Effect.flatMap(
       Effect.mapError(
-        Effect.flatMap(currentTime, (now) =>
-          sql`UPDATE ${table}
-            SET record = ${JSON.stringify(recorded)}, owner = NULL, lease_expires_at = 0, expires_at = ${now} + ${retention}
-            WHERE ${whileHeld(id, fence)} RETURNING fence`),
+        Effect.flatMap(currentTime, (now) => recordHeld(id, fence, JSON.stringify(recorded), now, retention)),
         EffectStoreError.unavailable("put", id)
       ),
       heldBy(id, fence)
@@ -265,26 +290,42 @@ export const makeSqlStore = Effect.fnUntraced(function*(options?: SqlStoreOption
   )
   yield* Effect.forkScoped(Effect.repeat(sweep, Schedule.spaced(options?.sweepEvery ?? Duration.minutes(1))))
 
-  const sqliteReads = yield* Effect.serviceOption(SqliteReads)
-  if (Option.isNone(sqliteReads)) return yield* EffectStore.make({ get, claim, put, release, renew }, options)
+  const sqliteDirect = yield* Effect.serviceOption(SqliteDirect)
+  if (Option.isNone(sqliteDirect)) return yield* EffectStore.make({ get, claim, put, release, renew }, options)
 
-  // On the embedded SQLite file, a replay is one read that answers at once,
-  // outside effect/sql's statement path (its compile, span and connection
-  // lock cost three times the read), and without a deadline to race (which
-  // cost a third of it). Whatever waits (a write, or a read while the file
-  // is busy) goes through effect/sql, under the deadline. The statements are
-  // the ones above, compiled once; their parameters are given in their order.
-  const reads = sqliteReads.value
-  const compiled = (statement: (id: EffectId, now: Statement.Fragment) => Statement.Statement<object>) =>
-    statement({ tool: "", key: "" }, sql`${0}`).compile()[0]
-  const recordText = compiled(recordRow)
-  const heldText = compiled(heldRow)
+  // On the embedded SQLite file, the statements of a replay and of a first
+  // application skip effect/sql's statement path (its compile, span and
+  // connection lock cost three times a read): a replay is one read that
+  // answers at once, without a deadline to race (which cost a third of it);
+  // a claim and a record join the group commit directly, under the
+  // deadline. A read that cannot answer at once goes through effect/sql.
+  // The statements are the ones above, compiled once.
+  const direct = sqliteDirect.value
+  const recordRead = compileOnce(
+    ["\u0000tool", "\u0000key", -1],
+    (tool: string, key: string, now: number) => recordRow({ tool, key }, sql`${now}`)
+  )
+  const heldRead = compileOnce(
+    ["\u0000tool", "\u0000key", -1],
+    (tool: string, key: string, now: number) => heldRow({ tool, key }, sql`${now}`)
+  )
+  const claimWrite = compileOnce(
+    ["\u0000tool", "\u0000key", "\u0000owner", -1, -2, -3],
+    (tool: string, key: string, owner: string, now: number, ttlMillis: number, keepMillis: number) =>
+      sql`${claimNew({ tool, key }, owner, ttlMillis, keepMillis, sql`${now}`)}`
+  )
+  const putWrite = compileOnce(
+    ["\u0000tool", "\u0000key", -1, "\u0000record", -2, -3],
+    (tool: string, key: string, fence: number, record: string, now: number, retentionMillis: number) =>
+      recordHeld({ tool, key }, fence, record, sql`${now}`, retentionMillis)
+  )
   return makeWithOwnDeadlines((deadline) => ({
     get: (id) =>
       Effect.withFiber((fiber) => {
-        const rows = reads.readNow<{ readonly record: string }>(
-          recordText,
-          [id.tool, id.key, fiber.getRef(Clock.Clock).currentTimeMillisUnsafe()],
+        const now = fiber.getRef(Clock.Clock).currentTimeMillisUnsafe()
+        const rows = direct.readNow<{ readonly record: string }>(
+          recordRead.text,
+          recordRead.params(id.tool, id.key, now),
           fiber.getRef(DirectStatementObserver)
         )
         if (rows === undefined) return deadline("get", id, get(id))
@@ -292,18 +333,40 @@ export const makeSqlStore = Effect.fnUntraced(function*(options?: SqlStoreOption
       }),
     claim: (id, options) =>
       Effect.withFiber((fiber) => {
+        const observe = fiber.getRef(DirectStatementObserver)
         const now = fiber.getRef(Clock.Clock).currentTimeMillisUnsafe()
-        const held = reads.readNow<ClaimRow>(heldText, [id.tool, id.key, now, now], fiber.getRef(DirectStatementObserver))
+        const held = direct.readNow<ClaimRow>(heldRead.text, heldRead.params(id.tool, id.key, now), observe)
         if (held === undefined) return deadline("claim", id, claim(id, options))
         return Effect.flatMap(Effect.mapError(held, EffectStoreError.unavailable("claim", id)), ([row]) =>
           // Nothing held the key: claim it, without reading it again.
           claimOf(id, row) ?? deadline(
             "claim",
             id,
-            claimFrom(id, options, (id, owner, ttlMillis) => Effect.flatMap(currentTime, (now) => claimOrRead(id, owner, ttlMillis, now)))
+            claimFrom(id, options, (id, owner, ttlMillis) =>
+              claimOrRead(
+                id,
+                direct.write<ClaimedRow>(
+                  claimWrite.text,
+                  claimWrite.params(id.tool, id.key, owner, now, ttlMillis, ttlMillis + retention),
+                  observe
+                )
+              ))
           ))
       }),
-    put: (id, recorded, held) => deadline("put", id, put(id, recorded, held)),
+    put: (id, recorded, held) =>
+      Effect.withFiber((fiber) => {
+        const now = fiber.getRef(Clock.Clock).currentTimeMillisUnsafe()
+        const written = direct.write(
+          putWrite.text,
+          putWrite.params(id.tool, id.key, held.fence, JSON.stringify(recorded), now, retention),
+          fiber.getRef(DirectStatementObserver)
+        )
+        return deadline(
+          "put",
+          id,
+          Effect.flatMap(Effect.mapError(written, EffectStoreError.unavailable("put", id)), heldBy(id, held.fence))
+        )
+      }),
     release: (id, held) => deadline("release", id, release(id, held)),
     renew: (id, held) => deadline("renew", id, renew(id, held))
   }), options)

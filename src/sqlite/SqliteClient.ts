@@ -3,9 +3,9 @@
  * on: an `effect/sql` `SqlClient` over `node:sqlite`, one connection to one
  * file, prepared statements cached by text, WAL mode, a group commit for the
  * writes of concurrent fibers, and a short busy timeout, retried without
- * blocking while another process holds the write lock. The reads on a hot
- * path (a replay) run its prepared statements directly, without
- * `effect/sql`'s statement path.
+ * blocking while another process holds the write lock. The statements on a
+ * hot path (a replay's read, a first application's claim and record) run
+ * its prepared statements directly, without `effect/sql`'s statement path.
  *
  * Each `layerSqlite*` layer opens a connection of its own. Stores that share
  * a file share one connection when they run on {@link layerSqliteClient}
@@ -26,7 +26,7 @@ import * as Client from "effect/sql/SqlClient"
 import type { Connection } from "effect/sql/SqlConnection"
 import { classifySqliteError, SqlError } from "effect/sql/SqlError"
 import * as Statement from "effect/sql/Statement"
-import { SqliteReads } from "../internal/sqliteReads.ts"
+import { SqliteDirect } from "../internal/sqliteDirect.ts"
 
 /** How long one statement waits for another process's write lock before it yields and tries again. */
 const busyTimeoutMillis = 50
@@ -225,7 +225,7 @@ const makeConnection = (filename: string) =>
 
     // Statements of direct reads apart, so that their row shape is set once.
     const readStatements = new Map<string, StatementSync>()
-    const reads = SqliteReads.of({
+    const direct = SqliteDirect.of({
       readNow: <Row extends object>(
         sql: string,
         params: ReadonlyArray<string | number | null>,
@@ -243,9 +243,15 @@ const makeConnection = (filename: string) =>
           // A WAL reader waits only while a checkpoint resets the log: effect/sql's path waits it out.
           return isLocked(error) ? undefined : Exit.fail(error)
         }
-      }
+      },
+      write: <Row extends object>(sql: string, params: ReadonlyArray<string | number | null>, observe: ((sql: string) => void) | undefined) =>
+        Effect.suspend(() => {
+          observe?.(sql)
+          // The caller's statement names the columns of Row.
+          return runOutside(sql, () => prepared(sql), params, false) as Effect.Effect<ReadonlyArray<Row>, SqlError>
+        })
     })
-    return { outside, transactionAcquirer, rollback, isTransaction: () => db.isTransaction, reads }
+    return { outside, transactionAcquirer, rollback, isTransaction: () => db.isTransaction, direct }
   })
 
 /**
@@ -292,15 +298,15 @@ export interface SqliteClientOptions {
 export const layerSqliteClient = (options: SqliteClientOptions): Layer.Layer<SqlClient, SqlError> =>
   Layer.unwrap(Effect.sync(() => {
     if (options.filename !== ":memory:") mkdirSync(dirname(options.filename), { recursive: true })
-    // The context also holds SqliteReads, which the SQL stores look for: it stays out of the public type.
+    // The context also holds SqliteDirect, which the SQL stores look for: it stays out of the public type.
     return layer(options.filename)
   }))
 
-/** A `SqlClient` on one SQLite file, and its direct reads, closed with the layer. */
-const layer = (filename: string): Layer.Layer<SqlClient | SqliteReads, SqlError> =>
+/** A `SqlClient` on one SQLite file, and its direct statements, closed with the layer. */
+const layer = (filename: string): Layer.Layer<SqlClient | SqliteDirect, SqlError> =>
   Layer.effectContext(
     Effect.gen(function*() {
-      const { outside, transactionAcquirer, rollback, isTransaction, reads } = yield* makeConnection(filename)
+      const { outside, transactionAcquirer, rollback, isTransaction, direct } = yield* makeConnection(filename)
       const client = yield* Client.make({
         acquirer: Effect.succeed(outside),
         borrower: (f) => f(outside),
@@ -311,7 +317,7 @@ const layer = (filename: string): Layer.Layer<SqlClient | SqliteReads, SqlError>
         driver: "node:sqlite",
         spanAttributes: [["db.system.name", "sqlite"]]
       })
-      return Context.make(SqlClient, client).pipe(Context.add(SqliteReads, reads))
+      return Context.make(SqlClient, client).pipe(Context.add(SqliteDirect, direct))
     })
   ).pipe(Layer.provide(Reactivity.layer))
 

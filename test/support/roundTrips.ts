@@ -6,7 +6,7 @@
 import { Effect, Layer } from "effect"
 import { Redis } from "effect/persistence/Redis"
 import * as Statement from "effect/sql/Statement"
-import { DirectStatementObserver } from "../../src/internal/sqliteReads.ts"
+import { DirectStatementObserver } from "../../src/internal/sqliteDirect.ts"
 
 export interface RoundTrips {
   /** How many requests the store has sent so far. */

@@ -1,6 +1,7 @@
 /**
- * Reads on the embedded SQLite connection that skip `effect/sql`'s
- * statement path, answered at once.
+ * Statements on the embedded SQLite connection that skip `effect/sql`'s
+ * statement path: reads answered at once, and writes that join the
+ * connection's group commit.
  *
  * A statement through `effect/sql` compiles its template, opens a span and
  * borrows the connection behind a semaphore: about 10 µs, where the read
@@ -11,22 +12,32 @@
  * on. A read that cannot answer at once (the connection is inside a
  * transaction, or the file is busy) is left to `effect/sql`, so that it
  * never joins someone else's transaction, and its wait gets a deadline.
+ * A write on a hot path (a first application's claim and record) skips the
+ * same path and joins the group commit as any write does: it waits for an
+ * explicit transaction to end, and answers once its group is durable.
  */
-import { Context, type Exit } from "effect"
+import { Context, type Effect, type Exit } from "effect"
 import type { SqlError } from "effect/sql/SqlError"
 
 /**
- * Direct reads on one SQLite connection: `readNow` runs the prepared
- * statement `sql` (its placeholders `?`) with `params` and answers its rows,
- * or `undefined` when it cannot answer at once. `observe` sees the statement.
+ * Direct statements on one SQLite connection, prepared from `sql` (its
+ * placeholders `?`) and run with `params`; `observe` sees the statement.
+ * `readNow` answers the rows of a read, or `undefined` when it cannot answer
+ * at once. `write` runs a write in the next group commit and answers its rows
+ * (`RETURNING`) once that commit is durable.
  */
-export class SqliteReads extends Context.Service<SqliteReads, {
+export class SqliteDirect extends Context.Service<SqliteDirect, {
   readonly readNow: <Row extends object>(
     sql: string,
     params: ReadonlyArray<string | number | null>,
     observe: ((sql: string) => void) | undefined
   ) => Exit.Exit<ReadonlyArray<Row>, SqlError> | undefined
-}>()("@tanstack/ai-effect/internal/SqliteReads") {}
+  readonly write: <Row extends object>(
+    sql: string,
+    params: ReadonlyArray<string | number | null>,
+    observe: ((sql: string) => void) | undefined
+  ) => Effect.Effect<ReadonlyArray<Row>, SqlError>
+}>()("@tanstack/ai-effect/internal/SqliteDirect") {}
 
 /**
  * Sees each statement a SQLite connection runs outside `effect/sql`, which
