@@ -23,7 +23,7 @@ import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import { pgClient } from '../test/support/backends.ts'
 import { countStatements, requestsPerRun } from '../test/support/roundTrips.ts'
-import { freePort, missing, startPostgres, type TestServer } from '../test/support/services.ts'
+import { freePort, missing, type TestServer, withPostgres } from '../test/support/services.ts'
 import { getOrderDef } from '../test/support/tools.ts'
 import { inMemoryTracer } from '../test/support/tracing.ts'
 import { pair, type PairResult } from './chat.ts'
@@ -127,10 +127,9 @@ export const benchDurable = async (options: { readonly quick: boolean }): Promis
     ),
   ]
   if (missing('postgres') === undefined) {
-    const postgres = await startPostgres()
-    try {
-      results.push(
-        await durableCase(
+    results.push(
+      await withPostgres((postgres) =>
+        durableCase(
           'a run of 2 model turns and 1 tool call: DurableAgent.run on PostgreSQL vs AI.runAgent',
           (counter) => DurableEngine.layerSingleRunner().pipe(Layer.provide(pgClient(postgres.url)), Layer.provide(counter)),
           {
@@ -139,11 +138,8 @@ export const benchDurable = async (options: { readonly quick: boolean }): Promis
               Layer.merge(layerSqlStreamLog(), layerSqlThreadStore()).pipe(Layer.provide(pgClient(postgres.url)), Layer.provide(counter)),
             target: 3,
           },
-        ),
-      )
-    } finally {
-      await postgres.dispose()
-    }
+        )),
+    )
   }
   return results
 }
@@ -469,20 +465,11 @@ export const benchDurableLoad = async (options: { readonly quick: boolean }): Pr
   }
   if (missing('postgres') === undefined) {
     for (const delay of [0, 200]) {
-      const postgres = await startPostgres()
-      try {
-        rows.push(await oneRunnerCase('PostgreSQL', (counter) => DurableEngine.layerSingleRunner().pipe(Layer.provide(pgClient(postgres.url)), Layer.provide(counter)), runs, delay, postgres.pid()))
-      } finally {
-        await postgres.dispose()
-      }
+      rows.push(await withPostgres((postgres) =>
+        oneRunnerCase('PostgreSQL', (counter) => DurableEngine.layerSingleRunner().pipe(Layer.provide(pgClient(postgres.url)), Layer.provide(counter)), runs, delay, postgres.pid())))
     }
     for (const [delay, joining] of [[0, false], [200, false], [0, true], [200, true]] as const) {
-      const postgres = await startPostgres()
-      try {
-        rows.push(await twoRunnersCase(postgres, runs, delay, joining))
-      } finally {
-        await postgres.dispose()
-      }
+      rows.push(await withPostgres((postgres) => twoRunnersCase(postgres, runs, delay, joining)))
     }
   }
   return rows

@@ -24,7 +24,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { pgClient } from '../test/support/backends.ts'
 import { countStatements, requestsPerRun } from '../test/support/roundTrips.ts'
-import { missing, startPostgres } from '../test/support/services.ts'
+import { missing, withPostgres } from '../test/support/services.ts'
 import { pair } from './chat.ts'
 import { stepsPerRun } from './durable.ts'
 
@@ -129,12 +129,7 @@ export const benchEngine = async (options: { readonly quick: boolean }): Promise
   const sizes = { rounds: options.quick ? 3 : 7, iterations: options.quick ? 10 : 30 }
   const rows = [await engineCase('SQLite', layerSqliteClient({ filename: join(mkdtempSync(join(tmpdir(), 'ai-effect-bench-engine-')), 'engine.db') }), sizes)]
   if (missing('postgres') === undefined) {
-    const postgres = await startPostgres()
-    try {
-      rows.push(await engineCase('PostgreSQL', pgClient(postgres.url), sizes))
-    } finally {
-      await postgres.dispose()
-    }
+    rows.push(await withPostgres((postgres) => engineCase('PostgreSQL', pgClient(postgres.url), sizes)))
   }
   return rows
 }

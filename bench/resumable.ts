@@ -21,7 +21,7 @@ import { pgClient } from '../test/support/backends.ts'
 import { maxRunsPerPoll } from '../src/internal/tailPoll.ts'
 import { countStatements } from '../test/support/roundTrips.ts'
 import { openLog, text } from '../test/support/streamLogs.ts'
-import { missing, startPostgres } from '../test/support/services.ts'
+import { missing, withPostgres } from '../test/support/services.ts'
 import { pair, type PairResult } from './chat.ts'
 import { percentile } from './durable.ts'
 
@@ -86,20 +86,16 @@ export const benchResumable = async (options: { readonly quick: boolean }): Prom
     ),
   ]
   if (missing('postgres') === undefined) {
-    const postgres = await startPostgres()
     const counted = countStatements()
-    try {
-      rows.push(
-        await resumableCase(
+    rows.push(
+      await withPostgres((postgres) =>
+        resumableCase(
           label('PostgreSQL'),
           layerSqlStreamLog().pipe(Layer.provide(counted.layer), Layer.provide(pgClient(postgres.url))),
           counted.count,
           sizes,
-        ),
-      )
-    } finally {
-      await postgres.dispose()
-    }
+        )),
+    )
   }
   return rows
 }
@@ -202,19 +198,15 @@ export const benchWatchers = async (options: { readonly quick: boolean }): Promi
     await watchersCase('SQLite', layerSqliteStreamLog({ filename: file }), (counter) => layerSqliteStreamLog({ filename: file }).pipe(Layer.provide(counter)), sizes),
   ]
   if (missing('postgres') === undefined) {
-    const postgres = await startPostgres()
-    try {
-      rows.push(
-        await watchersCase(
+    rows.push(
+      await withPostgres((postgres) =>
+        watchersCase(
           'PostgreSQL',
           layerSqlStreamLog().pipe(Layer.provide(pgClient(postgres.url))),
           (counter) => layerSqlStreamLog().pipe(Layer.provide(counter), Layer.provide(pgClient(postgres.url))),
           sizes,
-        ),
-      )
-    } finally {
-      await postgres.dispose()
-    }
+        )),
+    )
   }
   return rows
 }

@@ -246,21 +246,19 @@ export const makeSqlStore = Effect.fnUntraced(function*(options?: SqlStoreOption
   const heldBy = (id: EffectId, fence: number) => (rows: ReadonlyArray<unknown>): Effect.Effect<void, ClaimLost> =>
     rows.length > 0 ? Effect.void : Effect.fail(new ClaimLost({ ...id, fence }))
 
-  // Plain combinators, not generators: on Node 24 a generator function made
-  // per call costs about 1.5 µs (a scratch run).
   /** The fenced write of a record, kept `retentionMillis` from `now`. */
   const recordHeld = (id: EffectId, fence: number, record: string, now: Statement.Fragment, retentionMillis: number) =>
     sql`UPDATE ${table} SET record = ${record}, owner = NULL, lease_expires_at = 0, expires_at = ${now} + ${retentionMillis}
       WHERE ${whileHeld(id, fence)} RETURNING fence`
 
+  /** What a put answers from the rows its fenced write changed, whichever path sent it. */
+  const putFrom = (id: EffectId, fence: number, written: Effect.Effect<ReadonlyArray<unknown>, SqlError>) =>
+    Effect.flatMap(Effect.mapError(written, EffectStoreError.unavailable("put", id)), heldBy(id, fence))
+
+  // Plain combinators, not generators: on Node 24 a generator function made
+  // per call costs about 1.5 µs (a scratch run).
   const put = (id: EffectId, recorded: Recorded, { fence }: { readonly fence: number }) =>
-    Effect.flatMap(
-      Effect.mapError(
-        Effect.flatMap(currentTime, (now) => recordHeld(id, fence, JSON.stringify(recorded), now, retention)),
-        EffectStoreError.unavailable("put", id)
-      ),
-      heldBy(id, fence)
-    )
+    putFrom(id, fence, Effect.flatMap(currentTime, (now) => recordHeld(id, fence, JSON.stringify(recorded), now, retention)))
 
   const release = (id: EffectId, { fence }: { readonly fence: number }) =>
     Effect.mapError(
@@ -361,11 +359,7 @@ export const makeSqlStore = Effect.fnUntraced(function*(options?: SqlStoreOption
           putWrite.params(id.tool, id.key, held.fence, JSON.stringify(recorded), now, retention),
           fiber.getRef(DirectStatementObserver)
         )
-        return deadline(
-          "put",
-          id,
-          Effect.flatMap(Effect.mapError(written, EffectStoreError.unavailable("put", id)), heldBy(id, held.fence))
-        )
+        return deadline("put", id, putFrom(id, held.fence, written))
       }),
     release: (id, held) => deadline("release", id, release(id, held)),
     renew: (id, held) => deadline("renew", id, renew(id, held))

@@ -40,7 +40,7 @@ export const countStatements = (): RoundTrips & {
   }
 }
 
-/** Wraps the `Redis` service so that every command and script sent through it is counted. */
+/** Wraps the `Redis` service so that every command sent through it (a store's script is an `EVALSHA`) is counted. */
 export const countRedisCommands = (): RoundTrips & { readonly layer: Layer.Layer<Redis, never, Redis> } => {
   let count = 0
   return { count: () => count, layer: observeRedis(() => void count++) }
@@ -65,13 +65,13 @@ export const recordStatements = (): { readonly sent: ReadonlyArray<SentRequest>;
   }
 }
 
-/** Wraps the `Redis` service so that every command and script sent through it is recorded. */
+/** Wraps the `Redis` service so that every command sent through it (a store's script is an `EVALSHA`) is recorded. */
 export const recordRedisCommands = (): { readonly sent: ReadonlyArray<SentRequest>; readonly layer: Layer.Layer<Redis, never, Redis> } => {
   const sent: Array<SentRequest> = []
   return { sent, layer: observeRedis((request) => void sent.push(request)) }
 }
 
-/** The `Redis` service in context, with `observe` called before each command and script is sent. */
+/** The `Redis` service in context, with `observe` called before each command is sent (the stores send a script as `EVALSHA`). */
 const observeRedis = (observe: (request: SentRequest) => void): Layer.Layer<Redis, never, Redis> =>
   Layer.effect(
     Redis,
@@ -79,10 +79,6 @@ const observeRedis = (observe: (request: SentRequest) => void): Layer.Layer<Redi
       Redis.of({
         ...redis,
         send: <A>(command: string, ...args: ReadonlyArray<string>) =>
-          Effect.andThen(Effect.sync(() => observe({ text: command, parameters: args })), redis.send<A>(command, ...args)),
-        eval: (script) => {
-          const run = redis.eval(script)
-          return (...params) => Effect.andThen(Effect.sync(() => observe({ text: "EVALSHA", parameters: params })), run(...params))
-        }
+          Effect.andThen(Effect.sync(() => observe({ text: command, parameters: args })), redis.send<A>(command, ...args))
       }))
   )

@@ -112,6 +112,16 @@ export const startPostgres = async (): Promise<TestServer> => {
   }
 }
 
+/** Runs `use` against a PostgreSQL started for it, and stops the server afterwards, whatever `use` does. */
+export const withPostgres = async <A>(use: (server: TestServer) => Promise<A>): Promise<A> => {
+  const server = await startPostgres()
+  try {
+    return await use(server)
+  } finally {
+    await server.dispose()
+  }
+}
+
 /**
  * A throwaway Redis. It persists as the store requires (an append-only file,
  * fsynced on every write); `"none"` persists nothing, and `"hidden"` persists
