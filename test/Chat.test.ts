@@ -263,6 +263,17 @@ describe("AI.chat", () => {
       expect(error._tag).toBe("ChatError")
       expect(error.message).toContain("get_order")
     }))
+
+  it.effect("runs an adapter whose chatStream is its own read-only property, as a test double or a frozen adapter has", () =>
+    Effect.gen(function*() {
+      const scripted = scriptedText([{ text: "Hello!" }])
+      // `Object.create` with a descriptor: non-writable and non-configurable.
+      const adapter: ScriptedTextAdapter = Object.create(scripted, {
+        chatStream: { value: (options: Parameters<ScriptedTextAdapter["chatStream"]>[0]) => scripted.chatStream(options) }
+      })
+      const chunks = yield* AI.chat({ adapter, messages: user("Hi") }).pipe(Stream.runCollect)
+      expect(chunks.flatMap((chunk) => chunk.type === "TEXT_MESSAGE_CONTENT" ? [chunk.delta] : [])).toEqual(["Hello!"])
+    }))
 })
 
 describe("AI.chat when the run stops", () => {
