@@ -7,7 +7,8 @@
  * @since 0.1.0
  */
 import type { StreamChunk } from "@tanstack/ai"
-import { Option, Predicate, Schema, Stream } from "effect"
+import { Cause, Effect, Option, Predicate, Pull, Schema, Stream } from "effect"
+import * as Arr from "effect/Array"
 import { runErrorOf } from "./internal/agui.ts"
 
 /**
@@ -148,27 +149,48 @@ const notAborted = new AbortController().signal
  * @category chat
  */
 export const failOnProviderError = <E, R>(self: Stream.Stream<StreamChunk, E, R>): Stream.Stream<StreamChunk, E | AiError, R> =>
-  Stream.suspend(() => {
-    let first = true
-    let heldStart: StreamChunk | undefined
-    const release = (chunk?: StreamChunk): Array<StreamChunk> => {
-      const out = heldStart === undefined ? [] : [heldStart]
-      heldStart = undefined
-      return chunk === undefined ? out : [...out, chunk]
-    }
-    return self.pipe(
-      Stream.flatMap((chunk) => {
-        const runError = runErrorOf(chunk)
-        if (runError !== undefined) return Stream.fail(toAiError("chat", runError, notAborted))
-        if (first && chunk.type === "RUN_STARTED") {
+  // Batch by batch, as the chat reader delivers them: a stage per chunk would cost more than the run.
+  Stream.transformPull(self, (pull) =>
+    Effect.sync(() => {
+      let first = true
+      let heldStart: StreamChunk | undefined
+      let ended = false
+      // A failure that came after chunks of its batch: those go out first, and the next pull fails.
+      let failure: AiError | undefined
+      const onBatch = (batch: Arr.NonEmptyReadonlyArray<StreamChunk>) => {
+        const out: Array<StreamChunk> = []
+        for (const chunk of batch) {
+          const runError = runErrorOf(chunk)
+          if (runError !== undefined) {
+            failure = toAiError("chat", runError, notAborted)
+            break
+          }
+          if (first && chunk.type === "RUN_STARTED") {
+            first = false
+            heldStart = chunk
+            continue
+          }
           first = false
-          heldStart = chunk
-          return Stream.empty
+          if (heldStart !== undefined) {
+            out.push(heldStart)
+            heldStart = undefined
+          }
+          out.push(chunk)
         }
-        first = false
-        return Stream.fromIterable(release(chunk))
-      }),
+        if (Arr.isArrayNonEmpty(out)) return Effect.succeed(out)
+        return failure === undefined ? next : Effect.fail(failure)
+      }
       // A run that ends right after it started still sends its start.
-      Stream.concat(Stream.suspend(() => Stream.fromIterable(release())))
-    )
-  })
+      const onEnd = () => {
+        ended = true
+        const start = heldStart
+        heldStart = undefined
+        return start === undefined ? Cause.done() : Effect.succeed(Arr.of(start))
+      }
+      const next: Pull.Pull<Arr.NonEmptyReadonlyArray<StreamChunk>, E | AiError> = Effect.suspend(() => {
+        if (failure !== undefined) return Effect.fail(failure)
+        if (ended) return Cause.done()
+        return pull.pipe(Effect.flatMap(onBatch), Pull.catchDone(onEnd))
+      })
+      return next
+    }))

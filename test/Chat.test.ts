@@ -4,7 +4,7 @@ import { describe, expect, it } from "@effect/vitest"
 import * as AI from "@tanstack/ai-effect"
 import { fakeOpenAI, type ScriptedTextAdapter, scriptedText } from "@tanstack/ai-effect/testing"
 import { createOpenaiChat } from "@tanstack/ai-openai"
-import { Context, Data, Deferred, Effect, Fiber, Layer, Logger, Ref, Schedule, Schema, Stream } from "effect"
+import { Cause, Context, Data, Deferred, Effect, Exit, Fiber, Layer, Logger, Ref, Schedule, Schema, Stream } from "effect"
 
 class OrderNotFound extends Data.TaggedError("OrderNotFound")<{ readonly id: string }> {}
 
@@ -458,6 +458,40 @@ describe("AI.failOnProviderError", () => {
       expect(error).toMatchObject({ _tag: "AiError", activity: "chat", reason: "rate-limited", status: 429 })
       expect(sent).toEqual([])
     }).pipe(Effect.scoped))
+
+  const started = { type: "RUN_STARTED", runId: "run-1", threadId: "thread-1", timestamp: 0 } as StreamChunk
+  const delta = (text: string) => ({ type: "TEXT_MESSAGE_CONTENT", messageId: "m-1", delta: text, timestamp: 0 }) as StreamChunk
+  const failed = { type: "RUN_ERROR", message: "Overloaded", code: "overloaded", timestamp: 0 } as StreamChunk
+  const deliveredOf = (batches: ReadonlyArray<ReadonlyArray<StreamChunk>>) =>
+    Effect.gen(function*() {
+      const sent: Array<StreamChunk> = []
+      const exit = yield* Stream.fromArrays(...batches).pipe(
+        AI.failOnProviderError,
+        Stream.runForEach((chunk) => Effect.sync(() => sent.push(chunk))),
+        Effect.exit
+      )
+      return { sent, exit }
+    })
+
+  it.effect("a failure later in the run comes after every chunk before it, also those of its own batch, and nothing after it goes out", () =>
+    Effect.gen(function*() {
+      const { exit, sent } = yield* deliveredOf([[started, delta("a")], [delta("b"), failed, delta("c")]])
+      expect(sent).toEqual([started, delta("a"), delta("b")])
+      expect(exit).toMatchObject({ _tag: "Failure" })
+      expect(Exit.isFailure(exit) && Cause.squash(exit.cause)).toMatchObject({ _tag: "AiError", activity: "chat", message: "Overloaded" })
+    }))
+
+  it.effect("a start held alone in its batch is dropped when the next batch fails, and sent when the run ends right after it", () =>
+    Effect.gen(function*() {
+      const refused = yield* deliveredOf([[started], [failed]])
+      expect(refused.sent).toEqual([])
+      expect(refused.exit._tag).toBe("Failure")
+      const empty = yield* deliveredOf([[started]])
+      expect(empty.sent).toEqual([started])
+      expect(empty.exit._tag).toBe("Success")
+      const answered = yield* deliveredOf([[started], [delta("a")], [delta("b")]])
+      expect(answered.sent).toEqual([started, delta("a"), delta("b")])
+    }))
 
   it.live("Stream.retry with a Schedule retries a rate-limited run, and the client gets one clean run", () =>
     Effect.gen(function*() {
