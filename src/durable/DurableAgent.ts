@@ -193,7 +193,8 @@ class StepsInFlight extends Context.Service<StepsInFlight, {
           if (current !== undefined && (ended === undefined || Exit.isSuccess(ended))) return Effect.succeed(current)
           if (steps === undefined) runs.set(run, steps = new Map())
           const ofRun = steps
-          return Effect.tap(Effect.forkIn(step, scope), (fiber) => Effect.sync(() => ofRun.set(name, fiber)))
+          // Started at once, not on the scheduler's next turn of the event loop: a run waits for each step.
+          return Effect.tap(Effect.forkIn(step, scope, { startImmediately: true }), (fiber) => Effect.sync(() => ofRun.set(name, fiber)))
         }),
       forget: (run, recorded) =>
         Effect.sync(() => {
