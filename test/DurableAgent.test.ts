@@ -200,6 +200,27 @@ describe("a durable run asked for after it ended", () => {
       }).pipe(Effect.provide(live))
     }).pipe(Effect.scoped))
 
+  it.live("stream on a run that fails while it is streamed gives every chunk the run sent, then fails with the run's AiError", () =>
+    Effect.gen(function*() {
+      // The first turn looks the order up; the second is refused.
+      const model = yield* fakeOpenAI((request: ResponsesRequest): FakeReply =>
+        request.input.some((item) => item.type === "function_call_output")
+          ? { failure: { status: 400, message: "bad request" } }
+          : { toolCalls: [{ id: "call_lookup", name: "get_order", args: { id: "A-100" } }] }
+      )
+      const agent = makeOrdersAgent(model.baseURL, yield* Ref.make(0))
+      const sent: Array<string> = []
+      const failed = yield* agent.stream({ runId: "run-fails-live", messages: user }).pipe(
+        Stream.runForEach((chunk) => Effect.sync(() => sent.push(chunk.type))),
+        Effect.flip,
+        Effect.provide(agent.layer.pipe(Layer.provideMerge(DurableEngine.layerMemory), Layer.provide(AI.EffectStore.layerMemory())))
+      )
+      expect(failed).toMatchObject({ _tag: "AiError", reason: "invalid-request" })
+      expect(sent.filter((type) => type === "TOOL_CALL_START" || type === "TOOL_CALL_RESULT")).toEqual(["TOOL_CALL_START", "TOOL_CALL_RESULT"])
+      expect(sent.at(-1)).toBe("TOOL_CALL_RESULT")
+      expect(model.requests).toHaveLength(2)
+    }).pipe(Effect.scoped))
+
   it.live("stream on a failed run fails at once with the run's AiError, asking the model nothing more", () =>
     Effect.gen(function*() {
       const model = yield* fakeOpenAI(() => ({ failure: { status: 400, message: "bad request" } }))

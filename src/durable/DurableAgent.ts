@@ -101,11 +101,6 @@ const isInterruptOrDie = <E>(reason: Cause.Reason<E>): reason is Cause.Die | Cau
 const storeRetry = <A, R>(effect: Effect.Effect<A, DurableRunError.DurableRunStoreError, R>) =>
   effect.pipe(Effect.retry({ times: 3, schedule: Schedule.exponential("100 millis") }), Effect.orDie)
 
-/** What a run in this process tells its streams: a chunk, or its end. */
-type RunEvent =
-  | { readonly _tag: "Chunk"; readonly runId: string; readonly chunk: StreamChunk }
-  | { readonly _tag: "End"; readonly runId: string; readonly error: AiError | undefined }
-
 /**
  * The chunks of the durable runs that run in this process, for
  * {@link DurableAgent.stream} to read: each model turn's chunks as they
@@ -128,38 +123,44 @@ type RunEvent =
  * @category services
  */
 export class RunChunks extends Context.Service<RunChunks, {
-  readonly publish: (event: RunEvent) => Effect.Effect<void>
-  /** The events of one run from now on, until its end. */
-  readonly subscribe: (runId: string) => Effect.Effect<Stream.Stream<RunEvent>, never, Scope.Scope>
+  /** Chunks of a run, in order, to the streams of that run in this process. */
+  readonly publish: (runId: string, chunks: ReadonlyArray<StreamChunk>) => Effect.Effect<void>
+  /** The end of a run: its streams end once they have every chunk before it, or fail with the run's error. */
+  readonly end: (runId: string, error: AiError | undefined) => Effect.Effect<void>
+  /** The chunks of one run from now on, until its end. */
+  readonly subscribe: (runId: string) => Effect.Effect<Stream.Stream<StreamChunk, AiError>, never, Scope.Scope>
 }>()("@tanstack/ai-effect/durable/RunChunks") {
   static readonly layer: Layer.Layer<RunChunks> = Layer.sync(RunChunks)(() => {
     // The streams of each run in this process.
-    const streams = new Map<string, Set<Queue.Queue<RunEvent, Cause.Done>>>()
+    const streams = new Map<string, Set<Queue.Queue<StreamChunk, AiError | Cause.Done>>>()
     return RunChunks.of({
-      publish: (event) =>
+      publish: (runId, chunks) =>
         Effect.sync(() => {
-          const ofRun = streams.get(event.runId)
+          const ofRun = streams.get(runId)
           if (ofRun === undefined) return
-          for (const events of ofRun) {
-            Queue.offerUnsafe(events, event)
-            if (event._tag === "End") Queue.endUnsafe(events)
-          }
+          for (const queue of ofRun) Queue.offerAllUnsafe(queue, chunks)
+        }),
+      end: (runId, error) =>
+        Effect.sync(() => {
+          const ofRun = streams.get(runId)
+          if (ofRun === undefined) return
+          for (const queue of ofRun) error === undefined ? Queue.endUnsafe(queue) : Queue.failCauseUnsafe(queue, Cause.fail(error))
         }),
       subscribe: (runId) =>
         Effect.acquireRelease(
-          Effect.tap(Queue.unbounded<RunEvent, Cause.Done>(), (events) =>
+          Effect.tap(Queue.unbounded<StreamChunk, AiError | Cause.Done>(), (queue) =>
             Effect.sync(() => {
               let ofRun = streams.get(runId)
               if (ofRun === undefined) streams.set(runId, ofRun = new Set())
-              ofRun.add(events)
+              ofRun.add(queue)
             })),
-          (events) =>
+          (queue) =>
             Effect.sync(() => {
               const ofRun = streams.get(runId)
-              ofRun?.delete(events)
+              ofRun?.delete(queue)
               if (ofRun?.size === 0) streams.delete(runId)
             })
-        ).pipe(Effect.map((events) => Stream.fromQueue(events)))
+        ).pipe(Effect.map((queue) => Stream.fromQueue(queue)))
     })
   })
 }
@@ -571,11 +572,11 @@ export const make = <TAdapter extends AnyTextAdapter, const Tools extends Readon
     let logId = payload.runId
     let log = yield* openRunLog(logId, () => messages)
     /** A chunk to this process's streams (`DurableAgent.stream`). */
-    const toStreams = (chunk: StreamChunk) => chunks.publish({ _tag: "Chunk", runId: payload.runId, chunk })
+    const toStreams = (chunk: StreamChunk) => chunks.publish(payload.runId, [chunk])
     /** A chunk to this process's streams, and to the run's log before the step that sends it ends. */
     const publish = (chunk: StreamChunk) => Effect.andThen(toStreams(chunk), log.write(chunk))
-    /** A chunk to this process's streams, and to the run's log without waiting for the store (the step flushes). */
-    const publishSoon = (chunk: StreamChunk) => Effect.andThen(toStreams(chunk), Effect.sync(() => log.writeSoon(chunk)))
+    /** Chunks to this process's streams, and to the run's log without waiting for the store (the step flushes). */
+    const publishSoon = (batch: ReadonlyArray<StreamChunk>) => Effect.andThen(chunks.publish(payload.runId, batch), Effect.sync(() => log.writeSoon(batch)))
     /**
      * Closes the run's log (with its failure) and saves its thread. Not a
      * step, which would cost a write: both are idempotent (a closed log
@@ -657,7 +658,7 @@ export const make = <TAdapter extends AnyTextAdapter, const Tools extends Readon
             const tool = runnable.find((tool) => tool.name === call.name)
             // A tool's progress goes out live, as core sends it: a CUSTOM chunk with the call's id.
             const progress = (name: string, value: Record<string, unknown>) =>
-              Effect.runSync(publishSoon(customChunk(name, { ...value, toolCallId: call.id })))
+              Effect.runSync(publishSoon([customChunk(name, { ...value, toolCallId: call.id })]))
             return yield* Effect.promise(() => runToolCall(tool, call, progress))
           })).pipe(
             Effect.tap((outcome) => publish(toolResultChunk(call, outcome))),
@@ -672,11 +673,10 @@ export const make = <TAdapter extends AnyTextAdapter, const Tools extends Readon
     Effect.onExit(effect, (exit) =>
       Exit.hasInterrupts(exit) ? Effect.void : Effect.gen(function*() {
         yield* (yield* StepsInFlight).forget(runKeyOf(payload))
-        yield* (yield* RunChunks).publish({
-          _tag: "End",
-          runId: payload.runId,
-          error: Exit.isFailure(exit) ? Option.getOrUndefined(Exit.findErrorOption(exit))?.error : undefined
-        })
+        yield* (yield* RunChunks).end(
+          payload.runId,
+          Exit.isFailure(exit) ? Option.getOrUndefined(Exit.findErrorOption(exit))?.error : undefined
+        )
       })))
 
   const payloadOf = (input: DurableRunInput, generation = 0): typeof Payload.Type => ({
@@ -764,23 +764,16 @@ export const make = <TAdapter extends AnyTextAdapter, const Tools extends Readon
         const payload = yield* begin(input)
         const chunks = yield* RunChunks
         // Subscribed before the run starts, so that no chunk goes out unseen.
-        const events = yield* chunks.subscribe(input.runId)
+        const live = yield* chunks.subscribe(input.runId)
         const finished = yield* pollGeneration(input.runId, payload.generation)
         if (Option.isSome(finished)) return replayed(payload, finished.value)
         yield* workflow.execute(payload, { discard: true })
         // What the run already waits for, then what it sends from now on; an approval asked for meanwhile comes once.
         const waiting = (yield* (yield* DurableRunStore.DurableRunStore).approvals(input.runId)).filter(({ state }) => state === "pending")
         const asked = new Set(waiting.map(({ toolCallId }) => toolCallId))
-        const live = events.pipe(
-          Stream.mapEffect((event) =>
-            event._tag === "Chunk" ? Effect.succeed([event.chunk]) : event.error === undefined ? Effect.succeed([]) : Effect.fail(event.error)
-          ),
-          Stream.flattenIterable,
-          Stream.filter((chunk) => !(isApprovalRequest(chunk) && asked.has(chunk.value.toolCallId)))
-        )
         return Stream.concat(
           Stream.fromIterable(waiting.map((approval) => approvalRequestedChunk({ id: approval.toolCallId, name: approval.toolName, arguments: JSON.stringify(approval.input) }))),
-          live
+          Stream.filter(live, (chunk) => !(isApprovalRequest(chunk) && asked.has(chunk.value.toolCallId)))
         )
       })),
     run: (input) =>
@@ -860,7 +853,7 @@ const modelTurn = (
   tools: ReadonlyArray<CoreTool>,
   messages: ReadonlyArray<ModelMessage>,
   run: RunContext["Service"],
-  publish: (chunk: StreamChunk) => Effect.Effect<void>
+  publish: (chunks: ReadonlyArray<StreamChunk>) => Effect.Effect<void>
 ): Effect.Effect<Turn, AiError> =>
   Effect.suspend(() => {
     const reader = makeTurnReader()
@@ -875,10 +868,15 @@ const modelTurn = (
       trigger: run.trigger
     }).pipe(
       failOnProviderError,
-      Stream.runForEach((chunk) => {
-        reader.add(chunk)
-        // The tools are declared without `execute`, so core hands their calls to the client: not here.
-        return isClientToolNotice(chunk) ? Effect.void : publish(withoutClientToolInterrupts(chunk))
+      // A batch of the chat reader at a time: a stage per chunk would cost more than the turn.
+      Stream.runForEachArray((batch) => {
+        const out: Array<StreamChunk> = []
+        for (const chunk of batch) {
+          reader.add(chunk)
+          // The tools are declared without `execute`, so core hands their calls to the client: not here.
+          if (!isClientToolNotice(chunk)) out.push(withoutClientToolInterrupts(chunk))
+        }
+        return out.length === 0 ? Effect.void : publish(out)
       }),
       Effect.catchTag("ChatError", (error) => Effect.fail(new AiError({ activity: "chat", reason: "provider", message: error.message, cause: error }))),
       Effect.map(() => reader.turn())
@@ -907,12 +905,12 @@ const producedMessages = (result: DurableRunResult): ReadonlyArray<ModelMessage>
  * Where one execution of a run's body writes the run's chunks: the run's
  * delivery log, when the agent's layer has an `AI.StreamLog`. `write` has
  * the chunk stored when it completes (so that a step that ended has
- * its chunks in the log); `writeSoon` stores it after the chunks before it,
- * without waiting (a tool's progress, from a callback).
+ * its chunks in the log); `writeSoon` stores chunks after the chunks before
+ * them, without waiting (a model turn's, a tool's progress from a callback).
  */
 interface RunLog {
   readonly write: (chunk: StreamChunk) => Effect.Effect<void>
-  readonly writeSoon: (chunk: StreamChunk) => void
+  readonly writeSoon: (chunks: ReadonlyArray<StreamChunk>) => void
   /** Completes once every chunk written so far is stored; a write that could not be stored fails it. */
   readonly flush: Effect.Effect<void>
   /** A model turn is asked again: the next write first puts back the recorded conversation, without the attempt that failed. */
@@ -968,8 +966,11 @@ const openRunLog = (runId: string, conversation: () => ReadonlyArray<ModelMessag
     const lock = Semaphore.makeUnsafe(1)
     // A background append runs with the run's services and references (its tracer, logger, SQL transformer).
     const runInBackground = Effect.runForkWith(yield* Effect.context<never>())
+    // A background append that waits for the lock: it will take every chunk written until it starts.
+    let drainQueued = false
     // Appends every chunk written so far, in order, in one round trip: chunks written while an append is out go in the next one.
     const drain = lock.withPermit(Effect.suspend(() => {
+      drainQueued = false
       if (pending.length === 0 || fenced) return Effect.void
       const batch = pending.splice(0)
       if (takingOver) {
@@ -991,8 +992,10 @@ const openRunLog = (runId: string, conversation: () => ReadonlyArray<ModelMessag
         pending.push(chunk)
         return flush
       }),
-      writeSoon: (chunk) => {
-        pending.push(chunk)
+      writeSoon: (chunks) => {
+        pending.push(...chunks)
+        if (drainQueued) return
+        drainQueued = true
         runInBackground(Effect.catchCause(drain, (cause) => Effect.sync(() => lost ??= Cause.squash(cause))))
       },
       flush,
