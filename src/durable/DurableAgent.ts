@@ -144,7 +144,10 @@ export class RunChunks extends Context.Service<RunChunks, {
         Effect.sync(() => {
           const ofRun = streams.get(runId)
           if (ofRun === undefined) return
-          for (const queue of ofRun) error === undefined ? Queue.endUnsafe(queue) : Queue.failCauseUnsafe(queue, Cause.fail(error))
+          for (const queue of ofRun) {
+            if (error === undefined) Queue.endUnsafe(queue)
+            else Queue.failCauseUnsafe(queue, Cause.fail(error))
+          }
         }),
       subscribe: (runId) =>
         Effect.acquireRelease(

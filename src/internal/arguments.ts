@@ -56,8 +56,9 @@ export const guardArguments = <TAdapter extends AnyTextAdapter>(
   onRunFinished?: (chunk: RunFinished) => void
 ): TAdapter => {
   const chatStream = (options: Parameters<TAdapter["chatStream"]>[0]) => guardStream(adapter.chatStream(options), onRunFinished)
-  // The proxy's target is an empty object, not the adapter: an adapter whose `chatStream` is frozen
-  // would bind a proxy of itself to answer its own `chatStream`.
+  // The target is an empty object, not the adapter: a proxy must answer a read-only own property of
+  // its target with that property's value, and a test double's `chatStream` is often one. Typed as the
+  // adapter, since every read goes to the adapter.
   return new Proxy({} as TAdapter, {
     get: (_, key) => key === "chatStream" ? chatStream : Reflect.get(adapter, key),
     has: (_, key) => Reflect.has(adapter, key),
