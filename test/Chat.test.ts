@@ -459,6 +459,7 @@ describe("AI.failOnProviderError", () => {
       expect(sent).toEqual([])
     }).pipe(Effect.scoped))
 
+  // Core's chunks as an adapter streams them; cast, since core types `type` as AG-UI's EventType enum, which a literal does not satisfy.
   const started = { type: "RUN_STARTED", runId: "run-1", threadId: "thread-1", timestamp: 0 } as StreamChunk
   const delta = (text: string) => ({ type: "TEXT_MESSAGE_CONTENT", messageId: "m-1", delta: text, timestamp: 0 }) as StreamChunk
   const failed = { type: "RUN_ERROR", message: "Overloaded", code: "overloaded", timestamp: 0 } as StreamChunk
