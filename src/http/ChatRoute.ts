@@ -24,6 +24,7 @@ import { toServerSentEvents } from "../ServerSentEvents.ts"
 import { Locks } from "../Locks.ts"
 import type * as DurableAgent from "../durable/DurableAgent.ts"
 import { fromReadableStreamJoined } from "../internal/batched.ts"
+import { provideStreamContext } from "../internal/streamContext.ts"
 import { StreamLog } from "../StreamLog.ts"
 import { ThreadStore, toUIMessages } from "../ThreadStore.ts"
 
@@ -149,7 +150,7 @@ export const response = <E, R>(
   stream: Stream.Stream<StreamChunk, E, R>
 ): Effect.Effect<HttpServerResponse.HttpServerResponse, never, R> =>
   Effect.map(Effect.context<R>(), (context) =>
-    HttpServerResponse.stream(toServerSentEvents(Stream.provideContext(stream, context)), {
+    HttpServerResponse.stream(toServerSentEvents(provideStreamContext(stream, context)), {
       contentType: "text/event-stream",
       headers: { "cache-control": "no-cache" }
     }))
