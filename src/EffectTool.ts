@@ -32,7 +32,7 @@
 import { Cause, Clock, Context, Duration, Effect, Exit, Metric, Option, Result, Schema, Stream } from "effect"
 import { canonicalJson, type KeyStrategy, sha256Hex } from "./EffectKey.ts"
 import * as EffectLease from "./EffectLease.ts"
-import { EffectStore, EffectStoreError, type EffectId, type Recorded } from "./EffectStore.ts"
+import { type ClaimLost, EffectStore, EffectStoreError, type EffectId, type Recorded } from "./EffectStore.ts"
 import {
   EffectCheckTimeout,
   EffectInDoubt,
@@ -367,6 +367,55 @@ export const effectTool = <
       EffectLease.record(store, id, fence, { output, outcome, recordedAt, ...(fingerprint === undefined ? {} : { fingerprint }) }))
 
   /**
+   * A call from the remote check to the record, holding the claim with
+   * `fence`: `held` runs an effect while the lease is kept, `restore` lets
+   * it be interrupted, and `mayHaveHappened` says how far the call got.
+   */
+  interface Holding {
+    readonly store: EffectStore["Service"]
+    readonly id: EffectId
+    readonly fence: number
+    readonly takenOver: boolean
+    readonly input: Input
+    readonly call: EffectCall
+    readonly fingerprint: string | undefined
+    readonly held: <A, E1, R1>(effect: Effect.Effect<A, E1, R1>) => Effect.Effect<A, E1 | ClaimLost, R1>
+    readonly restore: <A, E1, R1>(effect: Effect.Effect<A, E1, R1>) => Effect.Effect<A, E1, R1>
+    mayHaveHappened: boolean
+  }
+
+  // Made once per tool, not per call, as callTool is.
+  const applyHolding = Effect.fnUntraced(function*(holding: Holding) {
+    const { store, id, fence, held, restore, fingerprint } = holding
+    const checked = checkRemote(id, holding.input)
+    const remote = checked === undefined ? Option.none<Output>() : yield* restore(held(checked))
+    if (Option.isSome(remote)) {
+      holding.mayHaveHappened = true
+      const stored = yield* toStored(remote.value)
+      yield* record(store, id, fence, stored, "reconciled", fingerprint)
+      return { output: remote.value, outcome: "reconciled" } as const
+    }
+    if (holding.takenOver && alreadyApplied === undefined && !reapplyInDoubt) {
+      holding.mayHaveHappened = true
+      return yield* new EffectInDoubt(id)
+    }
+    const result = execute(holding.input, holding.call)
+    const applying = Stream.isStream(result) ? lastWithProgress(result, holding.call) : result
+    holding.mayHaveHappened = true
+    const exit = yield* Effect.exit(restore(held(applying)))
+    if (Exit.isFailure(exit)) {
+      if (EffectLease.isClaimLost(exit.cause)) return yield* new EffectTakenOver({ ...id, fence })
+      // A typed failure of execute says that nothing happened.
+      if (!Cause.hasDies(exit.cause) && !Cause.hasInterrupts(exit.cause)) holding.mayHaveHappened = false
+      return yield* Effect.failCause(exit.cause)
+    }
+    // Recorded even when the run stops now: the effect has happened.
+    const stored = yield* toStored(exit.value)
+    yield* record(store, id, fence, stored, "applied", fingerprint)
+    return { output: exit.value, outcome: "applied" } as const
+  })
+
+  /**
    * Steps 3 and 4, holding the claim with `fence` from the remote check to
    * the record. How the claim ends depends on how far the call got: before
    * `execute` starts, or when `execute` fails with a typed failure (the tool
@@ -384,48 +433,31 @@ export const effectTool = <
     fingerprint: string | undefined
   ): Effect.Effect<Answer, E | E2 | EffectToolError, R | R2> => {
     const { fence } = claim
-    let mayHaveHappened = false
     // One lease for both phases: the check and execute share its renewals.
     const leaseHeld = EffectLease.keep(store, id, claim, lease)
-    const held = <A, E1, R1>(effect: Effect.Effect<A, E1, R1>) => Effect.raceFirst(effect, leaseHeld)
-    const checked = checkRemote(id, input)
-    return Effect.uninterruptibleMask((restore) =>
-      Effect.gen(function*() {
-        const remote = checked === undefined ? Option.none<Output>() : yield* restore(held(checked))
-        if (Option.isSome(remote)) {
-          mayHaveHappened = true
-          const stored = yield* toStored(remote.value)
-          yield* record(store, id, fence, stored, "reconciled", fingerprint)
-          return { output: remote.value, outcome: "reconciled" } as const
-        }
-        if (claim.takenOver && alreadyApplied === undefined && !reapplyInDoubt) {
-          mayHaveHappened = true
-          return yield* new EffectInDoubt(id)
-        }
-        const result = execute(input, { ...call, fence })
-        const applying = Stream.isStream(result) ? lastWithProgress(result, call) : result
-        mayHaveHappened = true
-        const exit = yield* Effect.exit(restore(held(applying)))
-        if (Exit.isFailure(exit)) {
-          if (EffectLease.isClaimLost(exit.cause)) return yield* new EffectTakenOver({ ...id, fence })
-          // A typed failure of execute says that nothing happened.
-          if (!Cause.hasDies(exit.cause) && !Cause.hasInterrupts(exit.cause)) mayHaveHappened = false
-          return yield* Effect.failCause(exit.cause)
-        }
-        // Recorded even when the run stops now: the effect has happened.
-        const stored = yield* toStored(exit.value)
-        yield* record(store, id, fence, stored, "applied", fingerprint)
-        return { output: exit.value, outcome: "applied" } as const
-      })
-    ).pipe(
-      Effect.onExit((exit) =>
-        Exit.isSuccess(exit)
-          ? Effect.void
-          : mayHaveHappened
-          ? EffectLease.abandon(store, id, fence)
-          : EffectLease.release(store, id, fence)
+    return Effect.uninterruptibleMask((restore) => {
+      const holding: Holding = {
+        store,
+        id,
+        fence,
+        takenOver: claim.takenOver,
+        input,
+        call: { ...call, fence },
+        fingerprint,
+        held: (effect) => Effect.raceFirst(effect, leaseHeld),
+        restore,
+        mayHaveHappened: false
+      }
+      return applyHolding(holding).pipe(
+        Effect.onExit((exit) =>
+          Exit.isSuccess(exit)
+            ? Effect.void
+            : holding.mayHaveHappened
+            ? EffectLease.abandon(store, id, fence)
+            : EffectLease.release(store, id, fence)
+        )
       )
-    )
+    })
   }
 
   /** Steps 2 to 4: the claim answers the record when the key has one, and the effect is applied otherwise. */
