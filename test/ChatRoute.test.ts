@@ -6,13 +6,16 @@ import { ChatRoute } from "@tanstack/ai-effect/http"
 import { fakeOpenAI } from "@tanstack/ai-effect/testing"
 import { createOpenaiChat } from "@tanstack/ai-openai"
 import { Context, Deferred, Effect, Layer } from "effect"
-import { HttpRouter, HttpServer, type HttpServerRequest, type HttpServerResponse } from "effect/http"
+import { HttpRouter, HttpServer, HttpServerRequest, type HttpServerResponse } from "effect/http"
 import { chatRequestBody } from "./support/agui.ts"
 import { getOrderDef } from "./support/tools.ts"
 
 class Orders extends Context.Service<Orders, { readonly status: (id: string) => string }>()("test/http/Orders") {
   static readonly layer = Layer.succeed(Orders, { status: (id) => id === "A-100" ? "shipped" : "unknown" })
 }
+
+/** Who sent the request: a service each request gets from its handler. */
+class Caller extends Context.Service<Caller, { readonly name: string }>()("test/http/Caller") {}
 
 const getOrder = AI.serverTool(getOrderDef, ({ id }) =>
   Effect.gen(function*() {
@@ -56,6 +59,34 @@ describe("ChatRoute.handler on effect/http", () => {
       expect(sent.find((event) => event.type === "TOOL_CALL_RESULT")).toMatchObject({ content: `{"status":"shipped"}` })
       expect(sent.filter((event) => event.type === "TEXT_MESSAGE_CONTENT").map((event) => event.delta).join("")).toBe("It shipped.")
       expect(sent.at(-1)).toMatchObject({ type: "RUN_FINISHED" })
+    }).pipe(Effect.scoped))
+
+  it.live("a service the handler provides for each request reaches that request's tools, after the handler has returned", () =>
+    Effect.gen(function*() {
+      const model = yield* fakeOpenAI([
+        { toolCalls: [{ name: "get_order", args: { id: "A-100" } }] },
+        { text: "Done." },
+        { toolCalls: [{ name: "get_order", args: { id: "A-100" } }] },
+        { text: "Done." }
+      ])
+      const adapter = createOpenaiChat("gpt-5.2", "test-key", { baseURL: model.baseURL, maxRetries: 0 })
+      const forCaller = AI.serverTool(getOrderDef, () => Effect.map(Effect.service(Caller), (caller) => ({ status: `for ${caller.name}` })))
+      const handler = Effect.flatMap(Effect.service(HttpServerRequest.HttpServerRequest), (request) =>
+        ChatRoute.handler((params) => AI.chat({ adapter, ...params, tools: [forCaller] })).pipe(
+          Effect.provideService(Caller, { name: request.headers["x-caller"] ?? "nobody" })
+        ))
+      const url = yield* serve(handler, Layer.empty)
+      for (const name of ["ada", "grace"]) {
+        const response = yield* Effect.promise(() =>
+          fetch(url, {
+            method: "POST",
+            headers: { "content-type": "application/json", "x-caller": name },
+            body: chatRequestBody({ threadId: `thread-${name}`, runId: `run-${name}` }, "Where is A-100?")
+          })
+        )
+        const sent = events(yield* Effect.promise(() => response.text()))
+        expect(sent.find((event) => event.type === "TOOL_CALL_RESULT")).toMatchObject({ content: `{"status":"for ${name}"}` })
+      }
     }).pipe(Effect.scoped))
 
   it.live("a body that is not JSON, or not an AG-UI run input, gets a 400 that says why, and the model is never asked", () =>
