@@ -574,12 +574,12 @@ export const make = <TAdapter extends AnyTextAdapter, const Tools extends Readon
     // The delivery log the run writes: its own, then the one of each client run that answered an approval.
     let logId = payload.runId
     let log = yield* openRunLog(logId, () => messages)
-    /** A chunk to this process's streams (`DurableAgent.stream`). */
-    const toStreams = (chunk: StreamChunk) => chunks.publish(payload.runId, [chunk])
+    /** Chunks to this process's streams (`DurableAgent.stream`), in order. */
+    const toStreams = (batch: ReadonlyArray<StreamChunk>) => chunks.publish(payload.runId, batch)
     /** A chunk to this process's streams, and to the run's log before the step that sends it ends. */
-    const publish = (chunk: StreamChunk) => Effect.andThen(toStreams(chunk), log.write(chunk))
+    const publish = (chunk: StreamChunk) => Effect.andThen(toStreams([chunk]), log.write(chunk))
     /** Chunks to this process's streams, and to the run's log without waiting for the store (the step flushes). */
-    const publishSoon = (batch: ReadonlyArray<StreamChunk>) => Effect.andThen(chunks.publish(payload.runId, batch), Effect.sync(() => log.writeSoon(batch)))
+    const publishSoon = (batch: ReadonlyArray<StreamChunk>) => Effect.andThen(toStreams(batch), Effect.sync(() => log.writeSoon(batch)))
     /**
      * Closes the run's log (with its failure) and saves its thread. Not a
      * step, which would cost a write: both are idempotent (a closed log
@@ -642,7 +642,7 @@ export const make = <TAdapter extends AnyTextAdapter, const Tools extends Readon
           Effect.gen(function*() {
             for (const call of asked) {
               yield* runs.request(payload.runId, { toolCallId: call.id, toolName: call.name, input: parsedIfJson(call.arguments) })
-              yield* toStreams(approvalRequestedChunk(call))
+              yield* toStreams([approvalRequestedChunk(call)])
             }
             yield* log.end(undefined)
             yield* saveThread(logId, payload.threadId)

@@ -172,8 +172,8 @@ export const makeSqlStore = Effect.fnUntraced(function*(options?: SqlStoreOption
   // One round trip on PostgreSQL, recorded key or new: a data-modifying CTE
   // reads the row, inserts the claim only when nothing live holds the key (so
   // that a replay takes no row lock), and answers the row it did not claim.
-  // It is compiled once: effect/sql compiles a template on every call, 6% of
-  // a replay (a scratch run against PostgreSQL on this machine).
+  // It is compiled once: effect/sql compiles a template on every call, up
+  // to 9% of a replay (four scratch runs against PostgreSQL on this machine).
   // SQLite has no such statement: it reads what holds the key (a replay is
   // that read, with no write lock on the file), and claims when nothing
   // does, then reads what it could not claim (no network either way).
