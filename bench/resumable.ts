@@ -103,6 +103,8 @@ export const benchResumable = async (options: { readonly quick: boolean }): Prom
 /** Readers waiting in one process for runs that another process writes. */
 export interface WatchersRow {
   readonly store: string
+  /** How a waiting reader hears of a write: the shared poll alone, or the store's announcement before it. */
+  readonly heard: string
   readonly readers: number
   readonly pollIntervalMillis: number
   /** The statements the readers' process sent per second while every reader waited. */
@@ -135,6 +137,7 @@ const watchPollMillis = 50
  */
 const watchersCase = async (
   store: string,
+  heard: string,
   writerLayer: Layer.Layer<AI.StreamLog, unknown>,
   readerLayer: (counter: Layer.Layer<never>) => Layer.Layer<AI.StreamLog, unknown>,
   options: { readonly readers: number; readonly deliveries: number },
@@ -178,6 +181,7 @@ const watchersCase = async (
     await done
     return {
       store,
+      heard,
       readers,
       pollIntervalMillis: watchPollMillis,
       statementsPerSecond,
@@ -192,20 +196,31 @@ const watchersCase = async (
 }
 
 export const benchWatchers = async (options: { readonly quick: boolean }): Promise<ReadonlyArray<WatchersRow>> => {
+  const shared = `one shared poll every ${watchPollMillis} ms`
   const sizes = { readers: options.quick ? 200 : 1_000, deliveries: options.quick ? 20 : 50 }
   const file = join(mkdtempSync(join(tmpdir(), 'ai-effect-bench-watch-')), 'chat.db')
   const rows = [
-    await watchersCase('SQLite', layerSqliteStreamLog({ filename: file }), (counter) => layerSqliteStreamLog({ filename: file }).pipe(Layer.provide(counter)), sizes),
+    await watchersCase('SQLite', shared, layerSqliteStreamLog({ filename: file }), (counter) => layerSqliteStreamLog({ filename: file }).pipe(Layer.provide(counter)), sizes),
   ]
   if (missing('postgres') === undefined) {
     rows.push(
-      await withPostgres((postgres) =>
-        watchersCase(
+      ...await withPostgres(async (postgres) => [
+        // The same store without announcements, in the same run: what the poll alone gives.
+        await watchersCase(
           'PostgreSQL',
+          shared,
+          layerSqlStreamLog({ notify: false }).pipe(Layer.provide(pgClient(postgres.url))),
+          (counter) => layerSqlStreamLog({ notify: false }).pipe(Layer.provide(counter), Layer.provide(pgClient(postgres.url))),
+          sizes,
+        ),
+        await watchersCase(
+          'PostgreSQL',
+          `each write announced (\`NOTIFY\`, one \`LISTEN\` per process), and ${shared}`,
           layerSqlStreamLog().pipe(Layer.provide(pgClient(postgres.url))),
           (counter) => layerSqlStreamLog().pipe(Layer.provide(counter), Layer.provide(pgClient(postgres.url))),
           sizes,
-        )),
+        ),
+      ]),
     )
   }
   return rows

@@ -9,6 +9,10 @@
  * share one loop: each interval, one request per `maxRunsPerPoll` runs asks
  * the store for the tail of every run someone waits on, and only the
  * readers whose run moved on, closed or is gone are woken to read.
+ *
+ * A store that announces its writes (PostgreSQL's `NOTIFY`) gives the same
+ * tails as they are written: the readers they concern wake at once, and the
+ * poll stays, for an announcement lost while its listener reconnects.
  */
 import { type Duration, Effect, Exit, Latch, type Scope } from "effect"
 
@@ -26,6 +30,26 @@ interface Reader {
   readonly wake: () => void
 }
 
+/** What a store's listener tells the waiting readers. */
+export interface Announced {
+  /** A run's tail, as a write announced it. */
+  readonly tail: (runId: string, tail: Tail) => void
+  /**
+   * Run by the listener once it listens (again), from when on every write is
+   * announced: asks for the tails of the runs someone waits on, as a poll does,
+   * for what was written before.
+   */
+  readonly listening: Effect.Effect<void>
+}
+
+/** Listens for the tails a store announces, for as long as its scope is open. */
+export type Announcements = (announced: Announced) => Effect.Effect<void, never, Scope.Scope>
+
+const unknownTail = (_runId: string): Tail | undefined => undefined
+
+/** How many runs' announced tails are remembered for readers that wait after the announcement. */
+const maxRemembered = 10_000
+
 /**
  * The `awaitChange` of a polled backend: it completes once a poll finds the
  * run's log past `after`, closed, or not stored (a reader then reads and
@@ -34,22 +58,26 @@ interface Reader {
  * while nobody waits.
  *
  * `tails` answers the runs it finds stored and not expired; it is given at
- * most `maxRunsPerPoll` runs at a time.
+ * most `maxRunsPerPoll` runs at a time. `announcements`, when the store has
+ * them, start with the first reader that waits and last as long as the
+ * scope, so that a process that only writes holds no listener.
  */
 export const pollTails = (
   interval: Duration.Duration,
-  tails: (runIds: ReadonlyArray<string>) => Effect.Effect<ReadonlyMap<string, Tail>, unknown>
+  tails: (runIds: ReadonlyArray<string>) => Effect.Effect<ReadonlyMap<string, Tail>, unknown>,
+  announcements?: Announcements
 ): Effect.Effect<(runId: string, after: number) => Effect.Effect<void>, never, Scope.Scope> =>
   Effect.gen(function*() {
     const waiting = new Map<string, Set<Reader>>()
     const someoneWaits = Latch.makeUnsafe(false)
 
-    const wakeMoved = (runIds: ReadonlyArray<string>, found: ReadonlyMap<string, Tail> | undefined) => {
+    /** Wakes the readers of `runIds` whose run moved past them, closed, or has no tail (gone, or unknown). */
+    const wakeMoved = (runIds: Iterable<string>, tailOf: (runId: string) => Tail | undefined) => {
       const woken: Array<Reader> = []
       for (const runId of runIds) {
         const readers = waiting.get(runId)
         if (readers === undefined) continue
-        const tail = found?.get(runId)
+        const tail = tailOf(runId)
         for (const reader of readers) {
           if (tail !== undefined && !tail.complete && tail.seq <= reader.after) continue
           readers.delete(reader)
@@ -61,22 +89,41 @@ export const pollTails = (
       for (const reader of woken) reader.wake()
     }
 
-    const poll = Effect.gen(function*() {
-      yield* someoneWaits.await
-      yield* Effect.sleep(interval)
+    const lookAtTails = Effect.gen(function*() {
       const runIds = [...waiting.keys()]
       for (let start = 0; start < runIds.length; start += maxRunsPerPoll) {
         const asked = runIds.slice(start, start + maxRunsPerPoll)
         const found = yield* Effect.exit(tails(asked))
-        wakeMoved(asked, Exit.isSuccess(found) ? found.value : undefined)
+        wakeMoved(asked, Exit.isSuccess(found) ? (runId) => found.value.get(runId) : unknownTail)
       }
+    })
+
+    const poll = Effect.gen(function*() {
+      yield* someoneWaits.await
+      yield* Effect.sleep(interval)
+      yield* lookAtTails
       // Checked and closed in one step: a reader that comes later opens it again.
       if (waiting.size === 0) someoneWaits.closeUnsafe()
     })
     yield* Effect.forkScoped(Effect.forever(poll))
 
+    // The tails announced lately, oldest first. A write may be announced while a reader's read of the run is still
+    // on its way back, before the reader waits: the reader finds the announcement here instead of at the next poll.
+    const announced = new Map<string, Tail>()
+    if (announcements !== undefined) {
+      const tail = (runId: string, tail: Tail) => {
+        announced.delete(runId)
+        announced.set(runId, tail)
+        if (announced.size > maxRemembered) announced.delete(announced.keys().next().value!)
+        wakeMoved([runId], () => tail)
+      }
+      yield* Effect.forkScoped(Effect.andThen(someoneWaits.await, announcements({ tail, listening: lookAtTails })))
+    }
+
     return (runId: string, after: number) =>
       Effect.callback<void>((resume) => {
+        const tail = announced.get(runId)
+        if (tail !== undefined && (tail.complete || tail.seq > after)) return resume(Effect.void)
         const reader: Reader = { after, wake: () => resume(Effect.void) }
         const readers = waiting.get(runId) ?? new Set()
         waiting.set(runId, readers.add(reader))

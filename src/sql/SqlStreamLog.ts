@@ -3,16 +3,22 @@
  * closed, when it expires) and a row per chunk. An append is one statement
  * that inserts the batch after the tail only while the producer's epoch is
  * current, so that a superseded producer stores nothing; PostgreSQL and
- * SQLite run the same statements.
+ * SQLite run the same statements (PostgreSQL's writes wrapped to announce).
+ *
+ * On PostgreSQL a write also announces the run's new tail (`NOTIFY` in the
+ * writing statement, delivered when it commits), and the readers of every
+ * process that listens wake at once; elsewhere, and for an announcement
+ * lost while a listener reconnects, the readers' shared poll finds it.
  *
  * @since 0.1.0
  */
 import type { StreamChunk } from "@tanstack/ai"
-import { Clock, Duration, Effect, Layer, Schedule } from "effect"
+import { Clock, Duration, Effect, Layer, Predicate, Queue, Schedule, type Scope } from "effect"
 import { SqlClient } from "effect/sql/SqlClient"
 import type { SqlError } from "effect/sql/SqlError"
+import type { Statement } from "effect/sql/Statement"
 import { planUpsert } from "../internal/streamLog.ts"
-import { pollTails, type Tail } from "../internal/tailPoll.ts"
+import { type Announcements, pollTails, type Tail } from "../internal/tailPoll.ts"
 import { type Entry, InvalidOffset, type Page, ProducerFenced, StreamLog, StreamLogError, type StreamLogOptions } from "../StreamLog.ts"
 
 /**
@@ -31,6 +37,16 @@ export interface SqlStreamLogOptions extends StreamLogOptions {
    * the tails of all their runs. Default 50 milliseconds.
    */
   readonly pollInterval?: Duration.Input | undefined
+  /**
+   * PostgreSQL: each write announces the run's new tail with `NOTIFY`, and
+   * a layer whose readers wait holds one connection that `LISTEN`s, so that
+   * they wake as soon as another process writes. Every listening process
+   * hears every run's writes, and PostgreSQL wakes each of them at every
+   * commit that announces. Turn it off behind a pooler in transaction mode,
+   * which does not keep a `LISTEN`, and on a client of one connection, which
+   * the listener would hold; the poll then finds every write. Default `true`.
+   */
+  readonly notify?: boolean | undefined
   /** How often expired logs are deleted. Default 1 minute. */
   readonly sweepEvery?: Duration.Input | undefined
 }
@@ -106,6 +122,21 @@ export const makeSqlStreamLog = Effect.fnUntraced(function*(options?: SqlStreamL
   const current = (runId: string, epoch: number) =>
     sql`EXISTS (SELECT 1 FROM ${runs} WHERE run_id = ${runId} AND epoch = ${epoch} AND complete = 0)`
 
+  const channel = `${prefix}_tails`
+  const announces = (options?.notify ?? true) && sql.onDialectOrElse({ pg: () => true, orElse: () => false }) &&
+    new TextEncoder().encode(channel).length <= maxChannelBytes
+  /**
+   * The write, and on PostgreSQL the run's new tail announced in the same
+   * statement: `<tail> <0|1 complete> <run id>`, one notification however
+   * many rows it writes (PostgreSQL folds identical ones).
+   */
+  const announcing = <Row extends object>(runId: string, complete: boolean, write: Statement<Row>): Statement<Row> => {
+    if (!announces || runId.length > maxAnnouncedRunId) return write
+    const tail = complete ? sql`'0'` : sql`CAST((SELECT MAX(seq) FROM written) AS TEXT)`
+    return sql<Row>`WITH written AS (${write})
+      SELECT *, pg_notify(${channel}, ${tail} || CAST(${` ${complete ? 1 : 0} ${runId}`} AS TEXT)) AS announced FROM written`
+  }
+
   const backend = {
     claim: (runId: string) =>
       Effect.gen(function*() {
@@ -128,11 +159,15 @@ export const makeSqlStreamLog = Effect.fnUntraced(function*(options?: SqlStreamL
           return known === undefined ? yield* new ProducerFenced({ runId, epoch }) : []
         }
         // One statement: the batch goes after the tail while this producer's epoch is current.
-        const rows = yield* sql<{ readonly seq: unknown }>`INSERT INTO ${chunks} (run_id, seq, chunk)
+        const rows = yield* announcing(
+          runId,
+          false,
+          sql<{ readonly seq: unknown }>`INSERT INTO ${chunks} (run_id, seq, chunk)
           SELECT ${runId}, (SELECT COALESCE(MAX(seq), 0) FROM ${chunks} WHERE run_id = ${runId}) + batch.position, batch.chunk
           FROM (${rowsOf(batch.map((chunk, index) => ({ position: index + 1, chunk })))}) AS batch
           WHERE ${current(runId, epoch)}
-          RETURNING seq`.pipe(Effect.mapError(failed("append", runId)))
+          RETURNING seq`
+        ).pipe(Effect.mapError(failed("append", runId)))
         if (rows.length === 0) return yield* new ProducerFenced({ runId, epoch })
         return rows.map((row) => Number(row.seq)).sort((a, b) => a - b)
       }),
@@ -150,19 +185,27 @@ export const makeSqlStreamLog = Effect.fnUntraced(function*(options?: SqlStreamL
         const plan = planUpsert(entries.map((entry) => entry.seq), { tail: Number(state.tail), has: (seq) => stored.has(seq) })
         if (plan._tag === "Refused") return yield* new InvalidOffset({ offset: StreamLog.offsetOf(runId, plan.seq), reason: plan.reason })
         // Validated whole above; one statement writes the batch, while the epoch is still current.
-        const written = yield* sql<{ readonly seq: unknown }>`INSERT INTO ${chunks} (run_id, seq, chunk)
+        const written = yield* announcing(
+          runId,
+          false,
+          sql<{ readonly seq: unknown }>`INSERT INTO ${chunks} (run_id, seq, chunk)
           SELECT ${runId}, batch.position, batch.chunk
           FROM (${rowsOf(entries.map((entry) => ({ position: entry.seq, chunk: entry.chunk })))}) AS batch
           WHERE ${current(runId, epoch)}
           ON CONFLICT (run_id, seq) DO UPDATE SET chunk = excluded.chunk
-          RETURNING seq`.pipe(Effect.mapError(failed("upsert", runId)))
+          RETURNING seq`
+        ).pipe(Effect.mapError(failed("upsert", runId)))
         if (written.length === 0) return yield* new ProducerFenced({ runId, epoch })
       }),
     close: (runId: string, epoch: number) =>
       Effect.gen(function*() {
         const now = yield* Clock.currentTimeMillis
-        const rows = yield* sql`UPDATE ${runs} SET complete = 1, expires_at = ${now + retention}
-          WHERE run_id = ${runId} AND epoch = ${epoch} AND complete = 0 RETURNING run_id`.pipe(Effect.mapError(failed("close", runId)))
+        const rows = yield* announcing(
+          runId,
+          true,
+          sql`UPDATE ${runs} SET complete = 1, expires_at = ${now + retention}
+          WHERE run_id = ${runId} AND epoch = ${epoch} AND complete = 0 RETURNING run_id`
+        ).pipe(Effect.mapError(failed("close", runId)))
         if (rows.length === 0) return yield* new ProducerFenced({ runId, epoch })
       }),
     read: (runId: string, after: number, limit: number) =>
@@ -180,7 +223,7 @@ export const makeSqlStreamLog = Effect.fnUntraced(function*(options?: SqlStreamL
         )
         return { entries, complete: Number(rows[0]!.complete) === 1, known: true } satisfies Page
       }),
-    // Storage has no signal to wait on: another process's write is seen at the next poll, one for every waiting reader.
+    // Another process's write is seen at the next poll, one for every waiting reader, or at once when announced.
     awaitChange: yield* pollTails(pollInterval, (runIds) =>
       Effect.gen(function*() {
         const now = yield* Clock.currentTimeMillis
@@ -188,7 +231,7 @@ export const makeSqlStreamLog = Effect.fnUntraced(function*(options?: SqlStreamL
             r.run_id AS run_id, r.complete AS complete, (SELECT MAX(c.seq) FROM ${chunks} c WHERE c.run_id = r.run_id) AS tail
           FROM ${runs} r WHERE r.run_id IN ${sql.in(runIds)} AND r.expires_at > ${now}`
         return new Map(rows.map((row): [string, Tail] => [row.run_id, { seq: Number(row.tail ?? 0), complete: Number(row.complete) === 1 }]))
-      }))
+      }), announces && isListening(sql) ? listenForTails(sql, channel) : undefined)
   }
 
   const sweep = Effect.gen(function*() {
@@ -200,3 +243,38 @@ export const makeSqlStreamLog = Effect.fnUntraced(function*(options?: SqlStreamL
 
   return yield* StreamLog.make(backend, options)
 })
+
+/** PostgreSQL's longest channel name. */
+const maxChannelBytes = 63
+
+/**
+ * The longest run id a write announces: a notification's payload is under
+ * 8,000 bytes, and a character is at most 3 of them. A longer id is found
+ * by the poll.
+ */
+const maxAnnouncedRunId = 2_600
+
+/** The part of `@effect/sql-pg`'s `PgClient` that listens, read off the client so that the package stays an optional peer. */
+interface Listening {
+  readonly listen: (channel: string) => Effect.Effect<Queue.Dequeue<{ readonly payload: string }, unknown>, unknown, Scope.Scope>
+}
+
+const isListening = (client: object): client is Listening => Predicate.hasProperty(client, "listen") && Predicate.isFunction(client.listen)
+
+/**
+ * The tails announced on `channel`, for as long as the scope lasts: one
+ * connection `LISTEN`s, and after it fails, listens again a second later.
+ */
+const listenForTails = (client: Listening, channel: string): Announcements => (announced) =>
+  Effect.scoped(Effect.gen(function*() {
+    const notifications = yield* client.listen(channel)
+    yield* announced.listening
+    while (true) {
+      for (const { payload } of yield* Queue.takeAll(notifications)) {
+        const tailEnd = payload.indexOf(" ")
+        const completeEnd = payload.indexOf(" ", tailEnd + 1)
+        if (tailEnd < 1 || completeEnd !== tailEnd + 2) continue
+        announced.tail(payload.slice(completeEnd + 1), { seq: Number(payload.slice(0, tailEnd)), complete: payload[tailEnd + 1] === "1" })
+      }
+    }
+  })).pipe(Effect.retry(Schedule.spaced("1 second")), Effect.ignore)

@@ -162,3 +162,51 @@ for (const backend of backends) describe.skipIf(missing(backend.server) !== unde
     expect(resumed).toBe(events.slice(3).map((event) => `${event}\n\n`).join(""))
   })
 })
+
+describe.skipIf(missing("postgres") !== undefined)("layerSqlStreamLog on PostgreSQL, announcing each write", () => {
+  let server: TestServer
+  beforeAll(async () => {
+    server = await startPostgres()
+  }, 60_000)
+  afterAll(async () => {
+    await server?.dispose()
+  })
+
+  it("a reader waiting for a run another process writes gets each append and the close as they commit, with its poll an hour away", async () => {
+    const writer = ManagedRuntime.make(layerSqlStreamLog().pipe(Layer.provide(pgClient(server.url))))
+    const reader = ManagedRuntime.make(layerSqlStreamLog({ pollInterval: "1 hour" }).pipe(Layer.provide(pgClient(server.url))))
+    try {
+      // A space in the id: the announcement carries it whole.
+      const runId = `run announced ${crypto.randomUUID()}`
+      const producer = await openLog(writer, runId, null)
+      await producer.append([text("a")])
+      const read: Array<string> = []
+      const done = (async () => {
+        for await (const { chunk } of (await openLog(reader, runId, "-1")).read("-1")) read.push((chunk as { delta: string }).delta)
+      })()
+      await expect.poll(() => read).toEqual(["a"])
+      await producer.append([text("b"), text("c")])
+      await expect.poll(() => read).toEqual(["a", "b", "c"])
+      await producer.close()
+      await done
+      expect(read).toEqual(["a", "b", "c"])
+    } finally {
+      await reader.dispose()
+      await writer.dispose()
+    }
+  })
+
+  it("with notify: false, no write announces itself", async () => {
+    const recorded = recordStatements()
+    const log = ManagedRuntime.make(layerSqlStreamLog({ notify: false }).pipe(Layer.provide(recorded.layer), Layer.provide(pgClient(server.url))))
+    try {
+      const producer = await openLog(log, `run-quiet-${crypto.randomUUID()}`, null)
+      await producer.append([text("a")])
+      await producer.close()
+      expect(recorded.sent.length).toBeGreaterThan(0)
+      expect(recorded.sent.filter((request) => /pg_notify|LISTEN/i.test(request.text))).toEqual([])
+    } finally {
+      await log.dispose()
+    }
+  })
+})

@@ -1,10 +1,12 @@
 /**
  * Clients watching runs that another process writes, from the installed
- * package: a writer process and a reader process on one SQLite file, as a
- * node that runs the answers and a node that serves their watchers. While
- * the reader's tails wait, its process asks the file about their runs only
- * for their tails, in one statement per poll; then every run gets its next
- * chunk and closes, and each reader got every chunk once, in order.
+ * package: a writer process and a reader process on one store, as a node
+ * that runs the answers and a node that serves their watchers. On SQLite,
+ * while the reader's tails wait, its process asks the file about their runs
+ * only for their tails, in one statement per poll; on PostgreSQL the writes
+ * announce themselves, and the reader, whose poll is an hour away, hears
+ * them. Then every run gets its next chunk and closes, and each reader got
+ * every chunk once, in order.
  */
 import { spawn } from "node:child_process"
 import { once } from "node:events"
@@ -12,25 +14,32 @@ import { mkdirSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { createInterface } from "node:readline"
 import { expect, it } from "vitest"
+import { missing, startPostgres } from "../support/services.ts"
 import { consumer, nodes } from "./consumer.ts"
 
 const runs = 50
 
 const program = `
 import * as AI from "@tanstack/ai-effect"
+import { layerSqlStreamLog } from "@tanstack/ai-effect/sql"
 import { layerSqliteStreamLog } from "@tanstack/ai-effect/sqlite"
-import { Effect, Layer, ManagedRuntime } from "effect"
+import { PgClient } from "@effect/sql-pg"
+import { Effect, Layer, ManagedRuntime, Redacted } from "effect"
 import * as Statement from "effect/sql/Statement"
 import { once } from "node:events"
 import { createInterface } from "node:readline"
 
-const [mode, runs] = process.argv.slice(2)
+const [mode, runs, store, url] = process.argv.slice(2)
+// The reader on PostgreSQL polls once an hour: only the writes' announcements can reach it in time.
+const logLayer = (reader) => store === "postgres"
+  ? layerSqlStreamLog(reader ? { pollInterval: "1 hour" } : {}).pipe(Layer.provide(PgClient.layer({ url: Redacted.make(url) })))
+  : layerSqliteStreamLog({ filename: "chat.db", ...(reader ? { pollInterval: "20 millis" } : {}) })
 const runIds = Array.from({ length: Number(runs) }, (_, index) => "watched-" + index)
 const text = (delta) => ({ type: "TEXT_MESSAGE_CONTENT", messageId: "m", delta, timestamp: 0 })
 const open = (runtime, runId, offset) => runtime.runPromise(Effect.flatMap(Effect.service(AI.StreamLog), (log) => log.durability({ runId, offset })))
 
 if (mode === "write") {
-  const runtime = ManagedRuntime.make(layerSqliteStreamLog({ filename: "chat.db" }))
+  const runtime = ManagedRuntime.make(logLayer(false))
   const producers = await Promise.all(runIds.map((runId) => open(runtime, runId, null)))
   await Promise.all(producers.map((producer) => producer.append([text("a")])))
   console.log("written")
@@ -48,7 +57,7 @@ if (mode === "write") {
     sent.push({ tails: sql.includes("MAX(c.seq)"), runs: parameters.filter((parameter) => runIds.includes(parameter)).length })
     return Effect.succeed(statement)
   })
-  const runtime = ManagedRuntime.make(layerSqliteStreamLog({ filename: "chat.db", pollInterval: "20 millis" }).pipe(Layer.provide(recorder)))
+  const runtime = ManagedRuntime.make(logLayer(true).pipe(Layer.provide(recorder)))
   const read = runIds.map(() => [])
   let waiting = 0
   const allWaiting = Promise.withResolvers()
@@ -61,8 +70,8 @@ if (mode === "write") {
   }))
   await allWaiting.promise
   const from = sent.length
-  // Three polls, or what came instead within 5 seconds.
-  const until = Date.now() + 5000
+  // Three polls, or what came instead within 5 seconds (on PostgreSQL no poll comes).
+  const until = Date.now() + (store === "postgres" ? 0 : 5000)
   while (sent.slice(from).filter((request) => request.tails).length < 3 && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 5))
   console.log("waited " + JSON.stringify(sent.slice(from)))
   await done
@@ -73,8 +82,8 @@ process.exit(0)
 `
 
 /** A process's output, line by line: \`line(prefix)\` answers the first line that starts with \`prefix\`, without it. */
-const started = (dir: string, mode: string) => {
-  const child = spawn(nodes().current, ["watch.mjs", mode, String(runs)], { cwd: dir })
+const started = (dir: string, mode: string, store: "sqlite" | "postgres", url = "") => {
+  const child = spawn(nodes().current, ["watch.mjs", mode, String(runs), store, url], { cwd: dir })
   const printed: Array<string> = []
   let errors = ""
   const waiters = new Set<() => void>()
@@ -99,22 +108,25 @@ const started = (dir: string, mode: string) => {
   return { child, line, exited, errors: () => errors }
 }
 
-it("a process serving 50 watchers of runs another process writes asks SQLite for their tails in one statement per poll, and each watcher gets every chunk once, in order", async () => {
-  const dir = join(consumer().dir, "watchers")
+/** What the reader's process sent while every watcher waited: whether each statement was a poll's, and how many watched runs it named. */
+type Waited = ReadonlyArray<{ readonly tails: boolean; readonly runs: number }>
+
+/**
+ * Starts the writer, then the reader once the writer wrote every run's first
+ * chunk; `whileWaiting` checks what the reader sent while its watchers
+ * waited. Then every run gets its next chunk and closes: each watcher must
+ * have read both chunks, once and in order.
+ */
+const watchRuns = async (store: "sqlite" | "postgres", url: string, whileWaiting: (waited: Waited) => void) => {
+  const dir = join(consumer().dir, `watchers-${store}`)
   mkdirSync(dir, { recursive: true })
   writeFileSync(join(dir, "watch.mjs"), program)
-  const writer = started(dir, "write")
+  const writer = started(dir, "write", store, url)
   const reader = { process: undefined as ReturnType<typeof started> | undefined }
   try {
     await writer.line("written")
-    const watching = reader.process = started(dir, "read")
-    const waited = JSON.parse(await watching.line("waited ")) as ReadonlyArray<{ readonly tails: boolean; readonly runs: number }>
-    // While every watcher waited, each statement about their runs was a poll's look at all 50 tails: no read per
-    // watcher. The file's housekeeping (the sweep of expired logs) names no run.
-    const polls = waited.filter((statement) => statement.tails)
-    expect(polls.length).toBeGreaterThanOrEqual(3)
-    expect(polls).toEqual(polls.map(() => ({ tails: true, runs })))
-    expect(waited.filter((statement) => !statement.tails && statement.runs > 0)).toEqual([])
+    const watching = reader.process = started(dir, "read", store, url)
+    whileWaiting(JSON.parse(await watching.line("waited ")) as Waited)
     writer.child.stdin.write("go\n")
     expect(JSON.parse(await watching.line("read "))).toEqual(Array.from({ length: runs }, () => ["a", "b"]))
     const [code] = await watching.exited
@@ -122,5 +134,25 @@ it("a process serving 50 watchers of runs another process writes asks SQLite for
   } finally {
     writer.child.kill()
     reader.process?.child.kill()
+  }
+}
+
+it("a process serving 50 watchers of runs another process writes asks SQLite for their tails in one statement per poll, and each watcher gets every chunk once, in order", () =>
+  watchRuns("sqlite", "", (waited) => {
+    // While every watcher waited, each statement about their runs was a poll's look at all 50 tails: no read per
+    // watcher. The file's housekeeping (the sweep of expired logs) names no run.
+    const polls = waited.filter((statement) => statement.tails)
+    expect(polls.length).toBeGreaterThanOrEqual(3)
+    expect(polls).toEqual(polls.map(() => ({ tails: true, runs })))
+    expect(waited.filter((statement) => !statement.tails && statement.runs > 0)).toEqual([])
+  }))
+
+it.skipIf(missing("postgres") !== undefined)("a process serving 50 watchers of runs another process writes on PostgreSQL hears each write as it commits, with its poll an hour away, and each watcher gets every chunk once, in order", async () => {
+  const postgres = await startPostgres()
+  try {
+    // No poll comes within the test: only the writes' announcements reach the watchers.
+    await watchRuns("postgres", postgres.url, (waited) => expect(waited.filter((statement) => statement.tails)).toEqual([]))
+  } finally {
+    await postgres.dispose()
   }
 })
