@@ -14,7 +14,7 @@
  * tails as they are written: the readers they concern wake at once, and the
  * poll stays, for an announcement lost while its listener reconnects.
  */
-import { type Duration, Effect, Exit, Latch, type Scope } from "effect"
+import { type Duration, Effect, Exit, Latch, Queue, Schedule, type Scope } from "effect"
 
 /** A run's log as a poll sees it: its last position, and whether it is closed. */
 export interface Tail {
@@ -44,6 +44,30 @@ export interface Announced {
 
 /** Listens for the tails a store announces, for as long as its scope is open. */
 export type Announcements = (announced: Announced) => Effect.Effect<void, never, Scope.Scope>
+
+/**
+ * The announcements a store publishes on a channel, each a payload
+ * `<tail> <0|1 complete> <run id>`: `subscribe` answers once it listens, and
+ * after it fails, it subscribes again a second later.
+ */
+export const listenForTails = <Message>(
+  subscribe: Effect.Effect<Queue.Dequeue<Message, unknown>, unknown, Scope.Scope>,
+  payloadOf: (message: Message) => string
+): Announcements =>
+(announced) =>
+  Effect.scoped(Effect.gen(function*() {
+    const messages = yield* subscribe
+    yield* announced.listening
+    while (true) {
+      for (const message of yield* Queue.takeAll(messages)) {
+        const payload = payloadOf(message)
+        const tailEnd = payload.indexOf(" ")
+        const completeEnd = payload.indexOf(" ", tailEnd + 1)
+        if (tailEnd < 1 || completeEnd !== tailEnd + 2) continue
+        announced.tail(payload.slice(completeEnd + 1), { seq: Number(payload.slice(0, tailEnd)), complete: payload[tailEnd + 1] === "1" })
+      }
+    }
+  })).pipe(Effect.retry(Schedule.spaced("1 second")), Effect.ignore)
 
 const unknownTail = (_runId: string): Tail | undefined => undefined
 

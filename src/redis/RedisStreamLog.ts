@@ -4,14 +4,16 @@
  * chunks by position; and their positions in order), written by Lua scripts
  * so that every write is one atomic round trip that checks the producer's
  * epoch first. A log expires on Redis's own clock, `retention` after its
- * last write.
+ * last write. Each write also publishes the run's new tail, and the readers
+ * of every process that subscribes wake at once; the readers' shared poll
+ * finds what was published while a subscriber reconnected.
  *
  * @since 0.1.0
  */
 import type { StreamChunk } from "@tanstack/ai"
 import { Duration, Effect, Layer } from "effect"
 import { Redis, script } from "effect/persistence/Redis"
-import { pollTails, type Tail } from "../internal/tailPoll.ts"
+import { listenForTails, pollTails, type Tail } from "../internal/tailPoll.ts"
 import { evalSha } from "../internal/redisScripts.ts"
 import { type Entry, InvalidOffset, type Page, ProducerFenced, StreamLog, StreamLogError, type StreamLogOptions } from "../StreamLog.ts"
 
@@ -31,6 +33,13 @@ export interface RedisStreamLogOptions extends StreamLogOptions {
    * the tails of all their runs. Default 50 milliseconds.
    */
   readonly pollInterval?: Duration.Input | undefined
+  /**
+   * Each write publishes the run's new tail on the channel `<prefix>tails`,
+   * and a layer whose readers wait subscribes to it (a connection of its
+   * own), so that they wake as soon as another process writes. Every
+   * subscribed process hears every run's writes. Default `true`.
+   */
+  readonly notify?: boolean | undefined
 }
 
 // KEYS: the meta hash, the chunks hash, the positions sorted set. ARGV[1]: the epoch.
@@ -40,6 +49,13 @@ if tonumber(epoch) ~= tonumber(ARGV[1]) or complete == '1' then return {'fenced'
 
 const keepFor = (argument: string) => `
 for _, key in ipairs(KEYS) do redis.call('PEXPIRE', key, ${argument}) end`
+
+/** The channel a write publishes its run's new tail on (empty when the log does not announce), and the run's id. */
+type Announced = readonly [channel: string, runId: string]
+
+// ARGV[3]: the channel ('' when the log does not announce), ARGV[4]: the run id.
+const announce = (tail: string, complete: 0 | 1) => `
+if ARGV[3] ~= '' then redis.call('PUBLISH', ARGV[3], ${tail} .. ' ${complete} ' .. ARGV[4]) end`
 
 const claimScript = script((meta: string, chunks: string, seqs: string, retention: number) => [meta, chunks, seqs, retention], {
   numberOfKeys: 3,
@@ -52,12 +68,13 @@ return {'claimed', tostring(epoch)}`
 }).withReturnType<ReadonlyArray<string>>()
 
 const appendScript = script(
-  (meta: string, chunks: string, seqs: string, epoch: number, retention: number, batch: ReadonlyArray<string>) => [
+  (meta: string, chunks: string, seqs: string, epoch: number, retention: number, announced: Announced, batch: ReadonlyArray<string>) => [
     meta,
     chunks,
     seqs,
     epoch,
     retention,
+    ...announced,
     ...batch
   ],
   {
@@ -65,51 +82,62 @@ const appendScript = script(
     lua: `${owned}
 local tail = tonumber(redis.call('HGET', KEYS[1], 'tail'))
 local first = tail + 1
-for index = 3, #ARGV do
+for index = 5, #ARGV do
   tail = tail + 1
   redis.call('HSET', KEYS[2], tail, ARGV[index])
   redis.call('ZADD', KEYS[3], tail, tail)
 end
-redis.call('HSET', KEYS[1], 'tail', tail)${keepFor("ARGV[2]")}
+redis.call('HSET', KEYS[1], 'tail', tail)${keepFor("ARGV[2]")}${announce("tail", 0)}
 return {'appended', tostring(first)}`
   }
 ).withReturnType<ReadonlyArray<string>>()
 
 const upsertScript = script(
-  (meta: string, chunks: string, seqs: string, epoch: number, retention: number, entries: ReadonlyArray<string>) => [
+  (meta: string, chunks: string, seqs: string, epoch: number, retention: number, announced: Announced, entries: ReadonlyArray<string>) => [
     meta,
     chunks,
     seqs,
     epoch,
     retention,
+    ...announced,
     ...entries
   ],
   {
     numberOfKeys: 3,
     lua: `${owned}
 local tail = tonumber(redis.call('HGET', KEYS[1], 'tail'))
-for index = 3, #ARGV, 2 do
+for index = 5, #ARGV, 2 do
   local seq = tonumber(ARGV[index])
   if redis.call('HEXISTS', KEYS[2], seq) == 0 then
     if seq <= tail then return {'refused', tostring(seq), tostring(tail)} end
     tail = seq
   end
 end
-for index = 3, #ARGV, 2 do
+for index = 5, #ARGV, 2 do
   redis.call('HSET', KEYS[2], ARGV[index], ARGV[index + 1])
   redis.call('ZADD', KEYS[3], ARGV[index], ARGV[index])
 end
-redis.call('HSET', KEYS[1], 'tail', tail)${keepFor("ARGV[2]")}
+redis.call('HSET', KEYS[1], 'tail', tail)${keepFor("ARGV[2]")}${announce("tail", 0)}
 return {'upserted'}`
   }
 ).withReturnType<ReadonlyArray<string>>()
 
-const closeScript = script((meta: string, chunks: string, seqs: string, epoch: number, retention: number) => [meta, chunks, seqs, epoch, retention], {
-  numberOfKeys: 3,
-  lua: `${owned}
-redis.call('HSET', KEYS[1], 'complete', 1)${keepFor("ARGV[2]")}
+const closeScript = script(
+  (meta: string, chunks: string, seqs: string, epoch: number, retention: number, announced: Announced) => [
+    meta,
+    chunks,
+    seqs,
+    epoch,
+    retention,
+    ...announced
+  ],
+  {
+    numberOfKeys: 3,
+    lua: `${owned}
+redis.call('HSET', KEYS[1], 'complete', 1)${keepFor("ARGV[2]")}${announce("'0'", 1)}
 return {'closed'}`
-}).withReturnType<ReadonlyArray<string>>()
+  }
+).withReturnType<ReadonlyArray<string>>()
 
 const readScript = script((meta: string, chunks: string, seqs: string, after: number, limit: number) => [meta, chunks, seqs, after, limit], {
   numberOfKeys: 3,
@@ -160,6 +188,7 @@ export const makeRedisStreamLog = Effect.fnUntraced(function*(options?: RedisStr
   const prefix = options?.prefix ?? "ai-effect:log:"
   const retention = Duration.toMillis(Duration.fromInputUnsafe(options?.retention ?? "24 hours"))
   const pollInterval = Duration.fromInputUnsafe(options?.pollInterval ?? "50 millis")
+  const channel = options?.notify ?? true ? `${prefix}tails` : ""
   // One hash tag per run: its three keys live in one slot of a cluster.
   const keysOf = (runId: string) => {
     const tag = `${prefix}{${encodeURIComponent(runId)}}`
@@ -179,7 +208,7 @@ export const makeRedisStreamLog = Effect.fnUntraced(function*(options?: RedisStr
         answer === "closed" ? Effect.fail(new ProducerFenced({ runId, epoch: Number(epoch) })) : Effect.succeed(Number(epoch))),
     append: (runId: string, epoch: number, batch: ReadonlyArray<StreamChunk>) =>
       Effect.flatMap(
-        appendLua(...keysOf(runId), epoch, retention, batch.map((chunk) => JSON.stringify(chunk))).pipe(Effect.mapError(failed("append", runId))),
+        appendLua(...keysOf(runId), epoch, retention, [channel, runId], batch.map((chunk) => JSON.stringify(chunk))).pipe(Effect.mapError(failed("append", runId))),
         ([answer, first]) =>
           answer === "fenced"
             ? Effect.fail(new ProducerFenced({ runId, epoch }))
@@ -187,7 +216,7 @@ export const makeRedisStreamLog = Effect.fnUntraced(function*(options?: RedisStr
       ),
     upsert: (runId: string, epoch: number, entries: ReadonlyArray<Entry>) =>
       Effect.flatMap(
-        upsertLua(...keysOf(runId), epoch, retention, entries.flatMap((entry) => [String(entry.seq), JSON.stringify(entry.chunk)])).pipe(
+        upsertLua(...keysOf(runId), epoch, retention, [channel, runId], entries.flatMap((entry) => [String(entry.seq), JSON.stringify(entry.chunk)])).pipe(
           Effect.mapError(failed("upsert", runId))
         ),
         ([answer, seq, tail]): Effect.Effect<void, ProducerFenced | InvalidOffset> => {
@@ -202,7 +231,7 @@ export const makeRedisStreamLog = Effect.fnUntraced(function*(options?: RedisStr
         }
       ),
     close: (runId: string, epoch: number) =>
-      Effect.flatMap(closeLua(...keysOf(runId), epoch, retention).pipe(Effect.mapError(failed("close", runId))), ([answer]) =>
+      Effect.flatMap(closeLua(...keysOf(runId), epoch, retention, [channel, runId]).pipe(Effect.mapError(failed("close", runId))), ([answer]) =>
         answer === "fenced" ? Effect.fail(new ProducerFenced({ runId, epoch })) : Effect.void),
     read: (runId: string, after: number, limit: number) =>
       Effect.flatMap(readLua(...keysOf(runId), after, limit).pipe(Effect.mapError(failed("read", runId))), ([complete, ...rest]) =>
@@ -218,8 +247,8 @@ export const makeRedisStreamLog = Effect.fnUntraced(function*(options?: RedisStr
           },
           catch: (cause) => new StreamLogError({ operation: "read", runId, reason: "corrupt", cause })
         })),
-    // Redis is not asked to signal: another process's write is seen at the next poll, one for every waiting
-    // reader. A run's keys have a slot of their own, so the poll sends a command per run, in one pipeline.
+    // Another process's write is heard as it is published, or seen at the next poll, one for every waiting reader.
+    // A run's keys have a slot of their own, so the poll sends a command per run, in one pipeline.
     awaitChange: yield* pollTails(pollInterval, (runIds) =>
       Effect.map(
         Effect.forEach(runIds, (runId) => redis.send<ReadonlyArray<string | null>>("HMGET", keysOf(runId)[0], "tail", "complete"), {
@@ -232,7 +261,7 @@ export const makeRedisStreamLog = Effect.fnUntraced(function*(options?: RedisStr
           })
           return found
         }
-      ))
+      ), channel === "" ? undefined : listenForTails(redis.subscribe(channel), (message) => message.message))
   }
   return yield* StreamLog.make(backend, options)
 })

@@ -13,12 +13,12 @@
  * @since 0.1.0
  */
 import type { StreamChunk } from "@tanstack/ai"
-import { Clock, Duration, Effect, Layer, Predicate, Queue, Schedule, type Scope } from "effect"
+import { Clock, Duration, Effect, Layer, Predicate, type Queue, Schedule, type Scope } from "effect"
 import { SqlClient } from "effect/sql/SqlClient"
 import type { SqlError } from "effect/sql/SqlError"
 import type { Statement } from "effect/sql/Statement"
 import { planUpsert } from "../internal/streamLog.ts"
-import { type Announcements, pollTails, type Tail } from "../internal/tailPoll.ts"
+import { listenForTails, pollTails, type Tail } from "../internal/tailPoll.ts"
 import { type Entry, InvalidOffset, type Page, ProducerFenced, StreamLog, StreamLogError, type StreamLogOptions } from "../StreamLog.ts"
 
 /**
@@ -231,7 +231,7 @@ export const makeSqlStreamLog = Effect.fnUntraced(function*(options?: SqlStreamL
             r.run_id AS run_id, r.complete AS complete, (SELECT MAX(c.seq) FROM ${chunks} c WHERE c.run_id = r.run_id) AS tail
           FROM ${runs} r WHERE r.run_id IN ${sql.in(runIds)} AND r.expires_at > ${now}`
         return new Map(rows.map((row): [string, Tail] => [row.run_id, { seq: Number(row.tail ?? 0), complete: Number(row.complete) === 1 }]))
-      }), announces && isListening(sql) ? listenForTails(sql, channel) : undefined)
+      }), announces && isListening(sql) ? listenForTails(sql.listen(channel), (notification) => notification.payload) : undefined)
   }
 
   const sweep = Effect.gen(function*() {
@@ -260,21 +260,3 @@ interface Listening {
 }
 
 const isListening = (client: object): client is Listening => Predicate.hasProperty(client, "listen") && Predicate.isFunction(client.listen)
-
-/**
- * The tails announced on `channel`, for as long as the scope lasts: one
- * connection `LISTEN`s, and after it fails, listens again a second later.
- */
-const listenForTails = (client: Listening, channel: string): Announcements => (announced) =>
-  Effect.scoped(Effect.gen(function*() {
-    const notifications = yield* client.listen(channel)
-    yield* announced.listening
-    while (true) {
-      for (const { payload } of yield* Queue.takeAll(notifications)) {
-        const tailEnd = payload.indexOf(" ")
-        const completeEnd = payload.indexOf(" ", tailEnd + 1)
-        if (tailEnd < 1 || completeEnd !== tailEnd + 2) continue
-        announced.tail(payload.slice(completeEnd + 1), { seq: Number(payload.slice(0, tailEnd)), complete: payload[tailEnd + 1] === "1" })
-      }
-    }
-  })).pipe(Effect.retry(Schedule.spaced("1 second")), Effect.ignore)

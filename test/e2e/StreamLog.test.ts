@@ -19,17 +19,24 @@ interface LogBackend {
   readonly name: string
   readonly server: "postgres" | "redis"
   readonly start: () => Promise<TestServer>
-  readonly layer: (server: TestServer, options?: { readonly pollInterval: Duration.Input }) => {
+  readonly layer: (server: TestServer, options?: LogOptions) => {
     readonly counted: RoundTrips
     readonly layer: Layer.Layer<AI.StreamLog, unknown>
   }
   /** The log with every request it sends recorded, and how a poll's requests look. */
-  readonly recorded: (server: TestServer, options: { readonly pollInterval: Duration.Input }) => {
+  readonly recorded: (server: TestServer, options: LogOptions) => {
     readonly sent: ReadonlyArray<SentRequest>
     readonly layer: Layer.Layer<AI.StreamLog, unknown>
   }
   readonly lookup: (request: SentRequest) => ReadonlyArray<string> | undefined
   readonly runsPerLookup: "all" | 1
+  /** The channel the log's writes announce on, by default. */
+  readonly channel: string
+}
+
+interface LogOptions {
+  readonly pollInterval?: Duration.Input
+  readonly notify?: boolean
 }
 
 const backends: ReadonlyArray<LogBackend> = [
@@ -46,7 +53,8 @@ const backends: ReadonlyArray<LogBackend> = [
       return { sent: recorded.sent, layer: layerSqlStreamLog(options).pipe(Layer.provide(recorded.layer), Layer.provide(pgClient(server.url))) }
     },
     lookup: sqlTailLookup,
-    runsPerLookup: "all"
+    runsPerLookup: "all",
+    channel: "ai_stream_tails"
   },
   {
     name: "layerRedisStreamLog on Redis",
@@ -63,7 +71,8 @@ const backends: ReadonlyArray<LogBackend> = [
     // A run's keys have a slot each, so a poll sends one HMGET of its meta hash per run.
     lookup: (request) =>
       request.text === "HMGET" ? [decodeURIComponent(String(request.parameters[0]).match(/\{(.*)\}:meta$/)![1]!)] : undefined,
-    runsPerLookup: 1
+    runsPerLookup: 1,
+    channel: "ai-effect:log:tails"
   }
 ]
 
@@ -140,6 +149,47 @@ for (const backend of backends) describe.skipIf(missing(backend.server) !== unde
     }
   }, 60_000)
 
+  it("a reader waiting for a run another process writes gets each append and the close as they are written, with its poll an hour away (the writes announce the run's tail)", async () => {
+    const reader = ManagedRuntime.make(backend.layer(server, { pollInterval: "1 hour" }).layer)
+    try {
+      // A space in the id: the announcement carries it whole.
+      const runId = `run announced ${crypto.randomUUID()}`
+      const producer = await openLog(runtime, runId, null)
+      await producer.append([text("a")])
+      const read: Array<string> = []
+      const done = (async () => {
+        for await (const { chunk } of (await openLog(reader, runId, "-1")).read("-1")) read.push((chunk as { delta: string }).delta)
+      })()
+      await expect.poll(() => read).toEqual(["a"])
+      await producer.append([text("b"), text("c")])
+      await expect.poll(() => read).toEqual(["a", "b", "c"])
+      await producer.close()
+      await done
+      expect(read).toEqual(["a", "b", "c"])
+    } finally {
+      await reader.dispose()
+    }
+  })
+
+  it("with notify: false, no write names the announcement channel", async () => {
+    const writes = async (notify: boolean) => {
+      const recorded = backend.recorded(server, { notify })
+      const log = ManagedRuntime.make(recorded.layer)
+      try {
+        const producer = await openLog(log, `run-quiet-${crypto.randomUUID()}`, null)
+        await producer.append([text("a")])
+        await producer.close()
+        return recorded.sent.filter((request) =>
+          /pg_notify/i.test(request.text) || request.parameters.some((parameter) => String(parameter) === backend.channel)
+        ).length
+      } finally {
+        await log.dispose()
+      }
+    }
+    expect(await writes(true)).toBeGreaterThan(0)
+    expect(await writes(false)).toBe(0)
+  })
+
   it("one appended batch costs one round trip: 32 chunks after the producer's claim", async () => {
     const producer = await harness.open("run-round-trips")
     await producer.append([text("claim")])
@@ -163,50 +213,3 @@ for (const backend of backends) describe.skipIf(missing(backend.server) !== unde
   })
 })
 
-describe.skipIf(missing("postgres") !== undefined)("layerSqlStreamLog on PostgreSQL, announcing each write", () => {
-  let server: TestServer
-  beforeAll(async () => {
-    server = await startPostgres()
-  }, 60_000)
-  afterAll(async () => {
-    await server?.dispose()
-  })
-
-  it("a reader waiting for a run another process writes gets each append and the close as they commit, with its poll an hour away", async () => {
-    const writer = ManagedRuntime.make(layerSqlStreamLog().pipe(Layer.provide(pgClient(server.url))))
-    const reader = ManagedRuntime.make(layerSqlStreamLog({ pollInterval: "1 hour" }).pipe(Layer.provide(pgClient(server.url))))
-    try {
-      // A space in the id: the announcement carries it whole.
-      const runId = `run announced ${crypto.randomUUID()}`
-      const producer = await openLog(writer, runId, null)
-      await producer.append([text("a")])
-      const read: Array<string> = []
-      const done = (async () => {
-        for await (const { chunk } of (await openLog(reader, runId, "-1")).read("-1")) read.push((chunk as { delta: string }).delta)
-      })()
-      await expect.poll(() => read).toEqual(["a"])
-      await producer.append([text("b"), text("c")])
-      await expect.poll(() => read).toEqual(["a", "b", "c"])
-      await producer.close()
-      await done
-      expect(read).toEqual(["a", "b", "c"])
-    } finally {
-      await reader.dispose()
-      await writer.dispose()
-    }
-  })
-
-  it("with notify: false, no write announces itself", async () => {
-    const recorded = recordStatements()
-    const log = ManagedRuntime.make(layerSqlStreamLog({ notify: false }).pipe(Layer.provide(recorded.layer), Layer.provide(pgClient(server.url))))
-    try {
-      const producer = await openLog(log, `run-quiet-${crypto.randomUUID()}`, null)
-      await producer.append([text("a")])
-      await producer.close()
-      expect(recorded.sent.length).toBeGreaterThan(0)
-      expect(recorded.sent.filter((request) => /pg_notify|LISTEN/i.test(request.text))).toEqual([])
-    } finally {
-      await log.dispose()
-    }
-  })
-})

@@ -3,9 +3,9 @@
  * package: a writer process and a reader process on one store, as a node
  * that runs the answers and a node that serves their watchers. On SQLite,
  * while the reader's tails wait, its process asks the file about their runs
- * only for their tails, in one statement per poll; on PostgreSQL the writes
- * announce themselves, and the reader, whose poll is an hour away, hears
- * them. Then every run gets its next chunk and closes, and each reader got
+ * only for their tails, in one statement per poll; on PostgreSQL and Redis
+ * the writes announce themselves, and the reader, whose poll is an hour
+ * away, hears them. Then every run gets its next chunk and closes, and each reader got
  * every chunk once, in order.
  */
 import { spawn } from "node:child_process"
@@ -14,15 +14,17 @@ import { mkdirSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { createInterface } from "node:readline"
 import { expect, it } from "vitest"
-import { missing, startPostgres } from "../support/services.ts"
+import { missing, startPostgres, startRedis } from "../support/services.ts"
 import { consumer, nodes } from "./consumer.ts"
 
 const runs = 50
 
 const program = `
 import * as AI from "@tanstack/ai-effect"
+import { layerRedisStreamLog } from "@tanstack/ai-effect/redis"
 import { layerSqlStreamLog } from "@tanstack/ai-effect/sql"
 import { layerSqliteStreamLog } from "@tanstack/ai-effect/sqlite"
+import { NodeRedis } from "@effect/platform-node"
 import { PgClient } from "@effect/sql-pg"
 import { Effect, Layer, ManagedRuntime, Redacted } from "effect"
 import * as Statement from "effect/sql/Statement"
@@ -30,9 +32,12 @@ import { once } from "node:events"
 import { createInterface } from "node:readline"
 
 const [mode, runs, store, url] = process.argv.slice(2)
-// The reader on PostgreSQL polls once an hour: only the writes' announcements can reach it in time.
+// The reader on PostgreSQL and Redis polls once an hour: only the writes' announcements can reach it in time.
+const announced = (reader) => reader ? { pollInterval: "1 hour" } : {}
 const logLayer = (reader) => store === "postgres"
-  ? layerSqlStreamLog(reader ? { pollInterval: "1 hour" } : {}).pipe(Layer.provide(PgClient.layer({ url: Redacted.make(url) })))
+  ? layerSqlStreamLog(announced(reader)).pipe(Layer.provide(PgClient.layer({ url: Redacted.make(url) })))
+  : store === "redis"
+  ? layerRedisStreamLog(announced(reader)).pipe(Layer.provide(NodeRedis.layer({ url })))
   : layerSqliteStreamLog({ filename: "chat.db", ...(reader ? { pollInterval: "20 millis" } : {}) })
 const runIds = Array.from({ length: Number(runs) }, (_, index) => "watched-" + index)
 const text = (delta) => ({ type: "TEXT_MESSAGE_CONTENT", messageId: "m", delta, timestamp: 0 })
@@ -70,8 +75,8 @@ if (mode === "write") {
   }))
   await allWaiting.promise
   const from = sent.length
-  // Three polls, or what came instead within 5 seconds (on PostgreSQL no poll comes).
-  const until = Date.now() + (store === "postgres" ? 0 : 5000)
+  // Three polls, or what came instead within 5 seconds (on PostgreSQL and Redis no poll comes).
+  const until = Date.now() + (store === "sqlite" ? 5000 : 0)
   while (sent.slice(from).filter((request) => request.tails).length < 3 && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 5))
   console.log("waited " + JSON.stringify(sent.slice(from)))
   await done
@@ -82,7 +87,9 @@ process.exit(0)
 `
 
 /** A process's output, line by line: \`line(prefix)\` answers the first line that starts with \`prefix\`, without it. */
-const started = (dir: string, mode: string, store: "sqlite" | "postgres", url = "") => {
+type Store = "sqlite" | "postgres" | "redis"
+
+const started = (dir: string, mode: string, store: Store, url = "") => {
   const child = spawn(nodes().current, ["watch.mjs", mode, String(runs), store, url], { cwd: dir })
   const printed: Array<string> = []
   let errors = ""
@@ -117,7 +124,7 @@ type Waited = ReadonlyArray<{ readonly tails: boolean; readonly runs: number }>
  * waited. Then every run gets its next chunk and closes: each watcher must
  * have read both chunks, once and in order.
  */
-const watchRuns = async (store: "sqlite" | "postgres", url: string, whileWaiting: (waited: Waited) => void) => {
+const watchRuns = async (store: Store, url: string, whileWaiting: (waited: Waited) => void) => {
   const dir = join(consumer().dir, `watchers-${store}`)
   mkdirSync(dir, { recursive: true })
   writeFileSync(join(dir, "watch.mjs"), program)
@@ -154,5 +161,14 @@ it.skipIf(missing("postgres") !== undefined)("a process serving 50 watchers of r
     await watchRuns("postgres", postgres.url, (waited) => expect(waited.filter((statement) => statement.tails)).toEqual([]))
   } finally {
     await postgres.dispose()
+  }
+})
+
+it.skipIf(missing("redis") !== undefined)("a process serving 50 watchers of runs another process writes on Redis hears each write as it is published, with its poll an hour away, and each watcher gets every chunk once, in order", async () => {
+  const redis = await startRedis()
+  try {
+    await watchRuns("redis", redis.url, () => {})
+  } finally {
+    await redis.dispose()
   }
 })
