@@ -5,7 +5,8 @@
  * SQLite and on PostgreSQL. Besides the time per request, the statements
  * each appended batch cost, counted at the driver (a producer's claim and
  * its close are one more each per run). And many readers watching live
- * runs that another process writes: what their process asks of the store
+ * runs that another process writes, on SQLite, PostgreSQL and Redis, with
+ * and without the writes announced: what their process asks of the store
  * while they wait, and how soon a chunk reaches its reader.
  */
 import { mkdtempSync } from 'node:fs'
@@ -13,15 +14,16 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { toServerSentEventsResponse, type UpsertableStreamDurability } from '@tanstack/ai'
 import * as AI from '@tanstack/ai-effect'
+import { layerRedisStreamLog } from '@tanstack/ai-effect/redis'
 import { layerSqlStreamLog } from '@tanstack/ai-effect/sql'
 import { layerSqliteStreamLog } from '@tanstack/ai-effect/sqlite'
 import { scriptedText } from '@tanstack/ai-effect/testing'
-import { Effect, Layer, ManagedRuntime, Stream } from 'effect'
-import { pgClient } from '../test/support/backends.ts'
+import { Effect, identity, Layer, ManagedRuntime, Stream } from 'effect'
+import { pgClient, redisClient } from '../test/support/backends.ts'
 import { maxRunsPerPoll } from '../src/internal/tailPoll.ts'
-import { countStatements } from '../test/support/roundTrips.ts'
+import { countRedisCommands, countStatements, type RoundTrips } from '../test/support/roundTrips.ts'
 import { openLog, text } from '../test/support/streamLogs.ts'
-import { missing, withPostgres } from '../test/support/services.ts'
+import { missing, startRedis, withPostgres } from '../test/support/services.ts'
 import { pair, type PairResult } from './chat.ts'
 import { percentile } from './durable.ts'
 
@@ -107,12 +109,13 @@ export interface WatchersRow {
   readonly heard: string
   readonly readers: number
   readonly pollIntervalMillis: number
-  /** The statements the readers' process sent per second while every reader waited. */
-  readonly statementsPerSecond: number
+  /** The requests (statements, or Redis commands) the readers' process sent per second while every reader waited. */
+  readonly requestsPerSecond: number
   /**
-   * What that rate may be: one statement per poll for every `maxRunsPerPoll`
-   * waiting readers, over the polls that can start within the window (one
-   * per interval, and one more at its edge).
+   * What that rate may be: the requests of one poll (a statement for every
+   * `maxRunsPerPoll` waiting readers, or on Redis a command per reader), over
+   * the polls that can start within the window (one per interval, and one
+   * more at its edge).
    */
   readonly targetPerSecond: number
   /** From a chunk stored by the writer's process to its reader, one run at a time while the others wait. */
@@ -139,13 +142,19 @@ const watchersCase = async (
   store: string,
   heard: string,
   writerLayer: Layer.Layer<AI.StreamLog, unknown>,
-  readerLayer: (counter: Layer.Layer<never>) => Layer.Layer<AI.StreamLog, unknown>,
-  options: { readonly readers: number; readonly deliveries: number },
+  /** The readers' log, with its requests counted. */
+  readerLog: { readonly layer: Layer.Layer<AI.StreamLog, unknown>; readonly requests: RoundTrips },
+  options: {
+    readonly readers: number
+    readonly deliveries: number
+    /** How many requests one poll sends for the waiting readers: a statement per `maxRunsPerPoll` runs, or a Redis command per run. */
+    readonly requestsPerPoll: (readers: number) => number
+  },
 ): Promise<WatchersRow> => {
   const { readers } = options
-  const statements = countStatements()
+  const requests = readerLog.requests
   const writer = ManagedRuntime.make(writerLayer)
-  const reader = ManagedRuntime.make(readerLayer(statements.layer))
+  const reader = ManagedRuntime.make(readerLog.layer)
   try {
     const runIds = Array.from({ length: readers }, (_, index) => `watched-${Date.now()}-${index}`)
     const producers = await Promise.all(runIds.map((runId) => openLog(writer, runId, null)))
@@ -163,9 +172,9 @@ const watchersCase = async (
       }
     }))
     await allWaiting.promise
-    const before = statements.count()
+    const before = requests.count()
     await new Promise((resolve) => setTimeout(resolve, idleWindowMillis))
-    const statementsPerSecond = (statements.count() - before) * 1000 / idleWindowMillis
+    const requestsPerSecond = (requests.count() - before) * 1000 / idleWindowMillis
     const delivery: Array<number> = []
     for (let sample = 0; sample < options.deliveries; sample++) {
       const index = (sample * 7919) % readers
@@ -184,8 +193,8 @@ const watchersCase = async (
       heard,
       readers,
       pollIntervalMillis: watchPollMillis,
-      statementsPerSecond,
-      targetPerSecond: Math.ceil(readers / maxRunsPerPoll) * (idleWindowMillis / watchPollMillis + 1) * 1000 / idleWindowMillis,
+      requestsPerSecond,
+      targetPerSecond: options.requestsPerPoll(readers) * (idleWindowMillis / watchPollMillis + 1) * 1000 / idleWindowMillis,
       p50DeliveryMillis: percentile(delivery, 0.5),
       p90DeliveryMillis: percentile(delivery, 0.9),
     }
@@ -195,33 +204,58 @@ const watchersCase = async (
   }
 }
 
+/** A SQL log's readers, their statements counted. */
+const sqlReaders = <R>(
+  layer: Layer.Layer<AI.StreamLog, unknown, R>,
+  provide: (log: Layer.Layer<AI.StreamLog, unknown, R>) => Layer.Layer<AI.StreamLog, unknown>,
+) => {
+  const requests = countStatements()
+  return { layer: provide(layer.pipe(Layer.provide(requests.layer))), requests }
+}
+
 export const benchWatchers = async (options: { readonly quick: boolean }): Promise<ReadonlyArray<WatchersRow>> => {
   const shared = `one shared poll every ${watchPollMillis} ms`
   const sizes = { readers: options.quick ? 200 : 1_000, deliveries: options.quick ? 20 : 50 }
+  const sql = { ...sizes, requestsPerPoll: (readers: number) => Math.ceil(readers / maxRunsPerPoll) }
   const file = join(mkdtempSync(join(tmpdir(), 'ai-effect-bench-watch-')), 'chat.db')
   const rows = [
-    await watchersCase('SQLite', shared, layerSqliteStreamLog({ filename: file }), (counter) => layerSqliteStreamLog({ filename: file }).pipe(Layer.provide(counter)), sizes),
+    await watchersCase('SQLite', shared, layerSqliteStreamLog({ filename: file }), sqlReaders(layerSqliteStreamLog({ filename: file }), identity), sql),
   ]
   if (missing('postgres') === undefined) {
     rows.push(
-      ...await withPostgres(async (postgres) => [
-        // The same store without announcements, in the same run: what the poll alone gives.
-        await watchersCase(
-          'PostgreSQL',
-          shared,
-          layerSqlStreamLog({ notify: false }).pipe(Layer.provide(pgClient(postgres.url))),
-          (counter) => layerSqlStreamLog({ notify: false }).pipe(Layer.provide(counter), Layer.provide(pgClient(postgres.url))),
-          sizes,
-        ),
-        await watchersCase(
-          'PostgreSQL',
-          `each write announced (\`NOTIFY\`, one \`LISTEN\` per process), and ${shared}`,
-          layerSqlStreamLog().pipe(Layer.provide(pgClient(postgres.url))),
-          (counter) => layerSqlStreamLog().pipe(Layer.provide(counter), Layer.provide(pgClient(postgres.url))),
-          sizes,
-        ),
-      ]),
+      ...await withPostgres(async (postgres) => {
+        const onPostgres = Layer.provide(pgClient(postgres.url))
+        return [
+          // The same store without announcements, in the same run: what the poll alone gives.
+          await watchersCase('PostgreSQL', shared, layerSqlStreamLog({ notify: false }).pipe(onPostgres), sqlReaders(layerSqlStreamLog({ notify: false }), onPostgres), sql),
+          await watchersCase(
+            'PostgreSQL',
+            `each write announced (\`NOTIFY\`, one \`LISTEN\` per process), and ${shared}`,
+            layerSqlStreamLog().pipe(onPostgres),
+            sqlReaders(layerSqlStreamLog(), onPostgres),
+            sql,
+          ),
+        ]
+      }),
     )
+  }
+  if (missing('redis') === undefined) {
+    const server = await startRedis({ persistence: 'none' })
+    try {
+      const onRedis = Layer.provide(redisClient(server.url))
+      const redisReaders = (notify: boolean) => {
+        const requests = countRedisCommands()
+        return { layer: layerRedisStreamLog({ notify }).pipe(Layer.provide(requests.layer), onRedis), requests }
+      }
+      // A run's keys have a slot of their own, so a poll sends a command per waiting run.
+      const redis = { ...sizes, requestsPerPoll: (readers: number) => readers }
+      rows.push(
+        await watchersCase('Redis', shared, layerRedisStreamLog({ notify: false }).pipe(onRedis), redisReaders(false), redis),
+        await watchersCase('Redis', `each write announced (\`PUBLISH\`, one subscriber per process), and ${shared}`, layerRedisStreamLog().pipe(onRedis), redisReaders(true), redis),
+      )
+    } finally {
+      await server.dispose()
+    }
   }
   return rows
 }
