@@ -219,7 +219,15 @@ export const benchWatchers = async (options: { readonly quick: boolean }): Promi
   const sql = { ...sizes, requestsPerPoll: (readers: number) => Math.ceil(readers / maxRunsPerPoll) }
   const file = join(mkdtempSync(join(tmpdir(), 'ai-effect-bench-watch-')), 'chat.db')
   const rows = [
-    await watchersCase('SQLite', shared, layerSqliteStreamLog({ filename: file }), sqlReaders(layerSqliteStreamLog({ filename: file }), identity), sql),
+    // The same file without the watch of its write-ahead log, in the same run: what the poll alone gives.
+    await watchersCase('SQLite', shared, layerSqliteStreamLog({ filename: file }), sqlReaders(layerSqliteStreamLog({ filename: file, notify: false }), identity), sql),
+    await watchersCase(
+      'SQLite',
+      `each commit heard (the file's write-ahead log watched, one statement per commit of another connection), and ${shared}`,
+      layerSqliteStreamLog({ filename: file }),
+      sqlReaders(layerSqliteStreamLog({ filename: file }), identity),
+      sql,
+    ),
   ]
   if (missing('postgres') === undefined) {
     rows.push(

@@ -12,10 +12,22 @@ import { durabilityClaims, type DurabilityHarness } from "@tanstack/ai-effect/te
 import { Effect, Layer, ManagedRuntime } from "effect"
 import { TestClock } from "effect/testing"
 import { mkdtempSync } from "node:fs"
+import { DatabaseSync } from "node:sqlite"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { recordStatements } from "./support/roundTrips.ts"
-import { cancelClaimName, checkCancel, checkClosed, checkFirstEpoch, checkSharedPoll, checkWoken, closedClaimName, firstEpochClaimName, sharedPollClaimName, sqlTailLookup, text, wokenClaimName } from "./support/streamLogs.ts"
+import { cancelClaimName, checkCancel, checkClosed, checkFirstEpoch, checkHeard, checkSharedPoll, checkWoken, closedClaimName, firstEpochClaimName, heardClaimName, openLog, sharedPollClaimName, sqlTailLookup, tailDeltas, text, wokenClaimName } from "./support/streamLogs.ts"
+
+/** Deletes a run's rows on a connection of its own, as the sweep of an expired log does. */
+const deleteRun = (filename: string, runId: string) => {
+  const db = new DatabaseSync(filename)
+  try {
+    db.prepare("DELETE FROM ai_stream_chunks WHERE run_id = ?").run(runId)
+    db.prepare("DELETE FROM ai_stream_runs WHERE run_id = ?").run(runId)
+  } finally {
+    db.close()
+  }
+}
 
 const harnessOf = (runtime: ManagedRuntime.ManagedRuntime<AI.StreamLog, unknown>): DurabilityHarness => ({
   open: (runId, offset) => runtime.runPromise(Effect.flatMap(Effect.service(AI.StreamLog), (log) => log.durability({ runId, offset }))),
@@ -100,6 +112,49 @@ describe("layerSqliteStreamLog, one file", () => {
     const reader = ManagedRuntime.make(layerSqliteStreamLog({ filename, pollInterval: "10 millis" }).pipe(Layer.provide(recorded.layer)))
     try {
       await checkSharedPoll(writer, reader, recorded.sent, { lookup: sqlTailLookup, runsPerLookup: "all" })
+    } finally {
+      await reader.dispose()
+      await writer.dispose()
+    }
+  })
+
+  // Two layers on one file are two connections, as two processes would hold: the reader hears the writer's commits
+  // through the file's write-ahead log (test/package/watchers.test.ts runs them as processes).
+  it(`${heardClaimName} (the reader watches the file's write-ahead log)`, async () => {
+    const filename = join(mkdtempSync(join(tmpdir(), "ai-effect-log-")), "chat.db")
+    const writer = ManagedRuntime.make(layerSqliteStreamLog({ filename }))
+    const reader = ManagedRuntime.make(layerSqliteStreamLog({ filename, pollInterval: "1 hour" }))
+    try {
+      await checkHeard(writer, reader)
+    } finally {
+      await reader.dispose()
+      await writer.dispose()
+    }
+  })
+
+  it("a reader watching the file still hears the next append after the newest rows were deleted (as a sweep does), from which rowids start again", async () => {
+    const filename = join(mkdtempSync(join(tmpdir(), "ai-effect-log-")), "chat.db")
+    const writer = ManagedRuntime.make(layerSqliteStreamLog({ filename }))
+    const reader = ManagedRuntime.make(layerSqliteStreamLog({ filename, pollInterval: "1 hour" }))
+    try {
+      const runId = `run-after-sweep-${crypto.randomUUID()}`
+      const producer = await openLog(writer, runId, null)
+      await producer.append([text("a")])
+      const { read, done } = tailDeltas(reader, runId)
+      await expect.poll(() => read).toEqual(["a"])
+      // Newer rows than the watched run's, which the reader hears written (it tails them to their close), then deleted.
+      const expiring = `run-expiring-${crypto.randomUUID()}`
+      const expiringProducer = await openLog(writer, expiring, null)
+      const expiringTail = tailDeltas(reader, expiring)
+      await expiringProducer.append(["x", "y", "z"].map(text))
+      await expiringProducer.close()
+      await expiringTail.done
+      expect(expiringTail.read).toEqual(["x", "y", "z"])
+      deleteRun(filename, expiring)
+      await producer.append([text("b")])
+      await expect.poll(() => read).toEqual(["a", "b"])
+      await producer.close()
+      await done
     } finally {
       await reader.dispose()
       await writer.dispose()

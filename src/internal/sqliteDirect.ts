@@ -15,6 +15,10 @@
  * A write on a hot path (a first application's claim and record) skips the
  * same path and joins the group commit as any write does: it waits for an
  * explicit transaction to end, and answers once its group is durable.
+ *
+ * Other processes that share the file say nothing of their commits, but
+ * each one appends to the file's write-ahead log: a watch of that file is
+ * how a process hears that something may have been written.
  */
 import { Context, type Effect, type Exit } from "effect"
 import type { SqlError } from "effect/sql/SqlError"
@@ -24,7 +28,11 @@ import type { SqlError } from "effect/sql/SqlError"
  * placeholders `?`) and run with `params`; `observe` sees the statement.
  * `readNow` answers the rows of a read, or `undefined` when it cannot answer
  * at once. `write` runs a write in the next group commit and answers its rows
- * (`RETURNING`) once that commit is durable.
+ * (`RETURNING`) once that commit is durable. `watchLog`, absent for a
+ * database in memory, watches the file's write-ahead log until the watch
+ * fails or the effect is interrupted: it calls `wrote` once when it starts
+ * watching, then after any connection, in any process, writes to the log
+ * (this one's too).
  */
 export class SqliteDirect extends Context.Service<SqliteDirect, {
   readonly readNow: <Row extends object>(
@@ -37,6 +45,7 @@ export class SqliteDirect extends Context.Service<SqliteDirect, {
     params: ReadonlyArray<string | number | null>,
     observe: ((sql: string) => void) | undefined
   ) => Effect.Effect<ReadonlyArray<Row>, SqlError>
+  readonly watchLog: ((wrote: () => void) => Effect.Effect<never, unknown>) | undefined
 }>()("@tanstack/ai-effect/internal/SqliteDirect") {}
 
 /**

@@ -7,17 +7,22 @@
  *
  * On PostgreSQL a write also announces the run's new tail (`NOTIFY` in the
  * writing statement, delivered when it commits), and the readers of every
- * process that listens wake at once; elsewhere, and for an announcement
- * lost while a listener reconnects, the readers' shared poll finds it.
+ * process that listens wake at once. In a SQLite file a process whose
+ * readers wait watches the file's write-ahead log and reads what another
+ * process committed past the rows it saw. Elsewhere, and for what either
+ * misses (a listener that reconnects, a commit slower than the watch), the
+ * readers' shared poll finds it.
  *
  * @since 0.1.0
  */
 import type { StreamChunk } from "@tanstack/ai"
-import { Clock, Duration, Effect, Layer, Predicate, type Queue, Schedule, type Scope } from "effect"
+import { Clock, Duration, Effect, Layer, Option, Predicate, type Queue, Schedule, type Scope } from "effect"
 import { SqlClient } from "effect/sql/SqlClient"
 import type { SqlError } from "effect/sql/SqlError"
 import type { Statement } from "effect/sql/Statement"
 import { planUpsert } from "../internal/streamLog.ts"
+import { SqliteDirect } from "../internal/sqliteDirect.ts"
+import { watchSqliteTails } from "../internal/sqliteTails.ts"
 import { listenForTails, pollTails, type Tail } from "../internal/tailPoll.ts"
 import { type Entry, InvalidOffset, type Page, ProducerFenced, StreamLog, StreamLogError, type StreamLogOptions } from "../StreamLog.ts"
 
@@ -38,13 +43,17 @@ export interface SqlStreamLogOptions extends StreamLogOptions {
    */
   readonly pollInterval?: Duration.Input | undefined
   /**
-   * PostgreSQL: each write announces the run's new tail with `NOTIFY`, and
-   * a layer whose readers wait holds one connection that `LISTEN`s, so that
-   * they wake as soon as another process writes. Every listening process
-   * hears every run's writes, and PostgreSQL wakes each of them at every
-   * commit that announces. Turn it off behind a pooler in transaction mode,
-   * which does not keep a `LISTEN`, and on a client of one connection, which
-   * the listener would hold; the poll then finds every write. Default `true`.
+   * Readers hear another process's writes as they commit, not at the next
+   * poll. PostgreSQL: each write announces the run's new tail with
+   * `NOTIFY`, and a layer whose readers wait holds one connection that
+   * `LISTEN`s; every listening process hears every run's writes, and
+   * PostgreSQL wakes each of them at every commit that announces. Turn it
+   * off behind a pooler in transaction mode, which does not keep a
+   * `LISTEN`, and on a client of one connection, which the listener would
+   * hold. SQLite (`@tanstack/ai-effect/sqlite`): a layer whose readers wait
+   * watches the file's write-ahead log, and after another connection's
+   * commit reads the runs written since its last look, in one statement.
+   * Off, the poll finds every write. Default `true`.
    */
   readonly notify?: boolean | undefined
   /** How often expired logs are deleted. Default 1 minute. */
@@ -122,8 +131,9 @@ export const makeSqlStreamLog = Effect.fnUntraced(function*(options?: SqlStreamL
   const current = (runId: string, epoch: number) =>
     sql`EXISTS (SELECT 1 FROM ${runs} WHERE run_id = ${runId} AND epoch = ${epoch} AND complete = 0)`
 
+  const notify = options?.notify ?? true
   const channel = `${prefix}_tails`
-  const announces = (options?.notify ?? true) && sql.onDialectOrElse({ pg: () => true, orElse: () => false }) &&
+  const announces = notify && sql.onDialectOrElse({ pg: () => true, orElse: () => false }) &&
     new TextEncoder().encode(channel).length <= maxChannelBytes
   /**
    * The write, and on PostgreSQL the run's new tail announced in the same
@@ -136,6 +146,21 @@ export const makeSqlStreamLog = Effect.fnUntraced(function*(options?: SqlStreamL
     return sql<Row>`WITH written AS (${write})
       SELECT *, pg_notify(${channel}, ${tail} || CAST(${` ${complete ? 1 : 0} ${runId}`} AS TEXT)) AS announced FROM written`
   }
+
+  // In a SQLite file a closed run's row takes the next rowid, so that a process that watches the file finds the
+  // close past the last row it saw, as it finds appends.
+  const movedToTheEnd = sql.onDialectOrElse({
+    sqlite: () => sql`, rowid = (SELECT MAX(rowid) FROM ${runs}) + 1`,
+    orElse: () => sql.literal("")
+  })
+  const sqliteDirect = yield* Effect.serviceOption(SqliteDirect)
+  const watchLog = Option.isSome(sqliteDirect) ? sqliteDirect.value.watchLog : undefined
+  /** What another process wrote: the closed runs and the tails of the runs written, past the last rowids seen. */
+  const written = () =>
+    sql`SELECT 'closed' AS kind, run_id, NULL AS n FROM ${runs} NOT INDEXED WHERE rowid > ${0} AND complete = 1
+      UNION ALL SELECT 'chunks', run_id, MAX(seq) FROM ${chunks} NOT INDEXED WHERE rowid > ${0} GROUP BY run_id
+      UNION ALL SELECT 'runs', NULL, (SELECT MAX(rowid) FROM ${runs})
+      UNION ALL SELECT 'chunk rows', NULL, (SELECT MAX(rowid) FROM ${chunks})`.compile()[0]
 
   const backend = {
     claim: (runId: string) =>
@@ -203,7 +228,7 @@ export const makeSqlStreamLog = Effect.fnUntraced(function*(options?: SqlStreamL
         const rows = yield* announcing(
           runId,
           true,
-          sql`UPDATE ${runs} SET complete = 1, expires_at = ${now + retention}
+          sql`UPDATE ${runs} SET complete = 1, expires_at = ${now + retention}${movedToTheEnd}
           WHERE run_id = ${runId} AND epoch = ${epoch} AND complete = 0 RETURNING run_id`
         ).pipe(Effect.mapError(failed("close", runId)))
         if (rows.length === 0) return yield* new ProducerFenced({ runId, epoch })
@@ -231,7 +256,11 @@ export const makeSqlStreamLog = Effect.fnUntraced(function*(options?: SqlStreamL
             r.run_id AS run_id, r.complete AS complete, (SELECT MAX(c.seq) FROM ${chunks} c WHERE c.run_id = r.run_id) AS tail
           FROM ${runs} r WHERE r.run_id IN ${sql.in(runIds)} AND r.expires_at > ${now}`
         return new Map(rows.map((row): [string, Tail] => [row.run_id, { seq: Number(row.tail ?? 0), complete: Number(row.complete) === 1 }]))
-      }), announces && isListening(sql) ? listenForTails(sql.listen(channel), (notification) => notification.payload) : undefined)
+      }), announces && isListening(sql)
+        ? listenForTails(sql.listen(channel), (notification) => notification.payload)
+        : notify && Option.isSome(sqliteDirect) && watchLog !== undefined
+        ? watchSqliteTails(sqliteDirect.value, watchLog, written())
+        : undefined)
   }
 
   const sweep = Effect.gen(function*() {

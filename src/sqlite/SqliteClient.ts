@@ -16,7 +16,7 @@
  *
  * @since 0.1.0
  */
-import { mkdirSync } from "node:fs"
+import { mkdirSync, watch } from "node:fs"
 import { dirname } from "node:path"
 import type { StatementSync } from "node:sqlite"
 import { Context, Deferred, Effect, Exit, Layer, Schedule, Semaphore, Stream } from "effect"
@@ -249,7 +249,19 @@ const makeConnection = (filename: string) =>
           observe?.(sql)
           // The caller's statement names the columns of Row.
           return runOutside(sql, () => prepared(sql), params, false) as Effect.Effect<ReadonlyArray<Row>, SqlError>
-        })
+        }),
+      // A commit appends its pages to the write-ahead log, which lives beside the file while a connection is open
+      // (this one).
+      watchLog: filename === ":memory:" ? undefined : (wrote) =>
+        Effect.acquireUseRelease(
+          Effect.try(() => watch(`${filename}-wal`, { persistent: false }, () => wrote())),
+          (watcher) =>
+            Effect.callback<never, unknown>((resume) => {
+              watcher.once("error", (cause) => resume(Effect.fail(cause)))
+              wrote()
+            }),
+          (watcher) => Effect.sync(() => watcher.close())
+        )
     })
     return { outside, transactionAcquirer, rollback, isTransaction: () => db.isTransaction, direct }
   })

@@ -2,7 +2,8 @@
  * The delivery log in a SQLite file, on `node:sqlite`: the SQL log's
  * statements on the embedded default. Several processes on one machine may
  * share the file; an append is one statement, so a superseded producer
- * stores nothing.
+ * stores nothing, and a process whose readers wait hears the others'
+ * commits through the file's write-ahead log.
  *
  * @since 0.1.0
  */

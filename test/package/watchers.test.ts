@@ -1,12 +1,13 @@
 /**
  * Clients watching runs that another process writes, from the installed
  * package: a writer process and a reader process on one store, as a node
- * that runs the answers and a node that serves their watchers. On SQLite,
- * while the reader's tails wait, its process asks the file about their runs
- * only for their tails, in one statement per poll; on PostgreSQL and Redis
- * the writes announce themselves, and the reader, whose poll is an hour
- * away, hears them. Then every run gets its next chunk and closes, and each reader got
- * every chunk once, in order.
+ * that runs the answers and a node that serves their watchers. The reader
+ * hears the writes as they commit (PostgreSQL's and Redis's writes announce
+ * themselves, and a SQLite reader watches the file's write-ahead log), with
+ * its poll an hour away; on SQLite without that, while the reader's tails
+ * wait, its process asks the file about their runs only for their tails, in
+ * one statement per poll. Then every run gets its next chunk and closes,
+ * and each reader got every chunk once, in order.
  */
 import { spawn } from "node:child_process"
 import { once } from "node:events"
@@ -32,13 +33,16 @@ import { once } from "node:events"
 import { createInterface } from "node:readline"
 
 const [mode, runs, store, url] = process.argv.slice(2)
-// The reader on PostgreSQL and Redis polls once an hour: only the writes' announcements can reach it in time.
-const announced = (reader) => reader ? { pollInterval: "1 hour" } : {}
-const logLayer = (reader) => store === "postgres"
-  ? layerSqlStreamLog(announced(reader)).pipe(Layer.provide(PgClient.layer({ url: Redacted.make(url) })))
-  : store === "redis"
-  ? layerRedisStreamLog(announced(reader)).pipe(Layer.provide(NodeRedis.layer({ url })))
-  : layerSqliteStreamLog({ filename: "chat.db", ...(reader ? { pollInterval: "20 millis" } : {}) })
+// The reader polls once an hour where it hears the writes: only they can reach it in time.
+const readerOptions = store === "sqlite-polled" ? { pollInterval: "20 millis", notify: false } : { pollInterval: "1 hour" }
+const logLayer = (reader) => {
+  const options = reader ? readerOptions : {}
+  return store === "postgres"
+    ? layerSqlStreamLog(options).pipe(Layer.provide(PgClient.layer({ url: Redacted.make(url) })))
+    : store === "redis"
+    ? layerRedisStreamLog(options).pipe(Layer.provide(NodeRedis.layer({ url })))
+    : layerSqliteStreamLog({ filename: "chat.db", ...options })
+}
 const runIds = Array.from({ length: Number(runs) }, (_, index) => "watched-" + index)
 const text = (delta) => ({ type: "TEXT_MESSAGE_CONTENT", messageId: "m", delta, timestamp: 0 })
 const open = (runtime, runId, offset) => runtime.runPromise(Effect.flatMap(Effect.service(AI.StreamLog), (log) => log.durability({ runId, offset })))
@@ -75,8 +79,8 @@ if (mode === "write") {
   }))
   await allWaiting.promise
   const from = sent.length
-  // Three polls, or what came instead within 5 seconds (on PostgreSQL and Redis no poll comes).
-  const until = Date.now() + (store === "sqlite" ? 5000 : 0)
+  // Three polls, or what came instead within 5 seconds (where the writes are heard, no poll comes).
+  const until = Date.now() + (store === "sqlite-polled" ? 5000 : 0)
   while (sent.slice(from).filter((request) => request.tails).length < 3 && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 5))
   console.log("waited " + JSON.stringify(sent.slice(from)))
   await done
@@ -87,7 +91,7 @@ process.exit(0)
 `
 
 /** A process's output, line by line: \`line(prefix)\` answers the first line that starts with \`prefix\`, without it. */
-type Store = "sqlite" | "postgres" | "redis"
+type Store = "sqlite" | "sqlite-polled" | "postgres" | "redis"
 
 const started = (dir: string, mode: string, store: Store, url = "") => {
   const child = spawn(nodes().current, ["watch.mjs", mode, String(runs), store, url], { cwd: dir })
@@ -144,8 +148,11 @@ const watchRuns = async (store: Store, url: string, whileWaiting: (waited: Waite
   }
 }
 
-it("a process serving 50 watchers of runs another process writes asks SQLite for their tails in one statement per poll, and each watcher gets every chunk once, in order", () =>
-  watchRuns("sqlite", "", (waited) => {
+it("a process serving 50 watchers of runs another process writes hears each commit to the SQLite file through its write-ahead log, with its poll an hour away, and each watcher gets every chunk once, in order", () =>
+  watchRuns("sqlite", "", () => {}))
+
+it("with notify: false, a process serving 50 watchers of runs another process writes asks SQLite for their tails in one statement per poll, and each watcher gets every chunk once, in order", () =>
+  watchRuns("sqlite-polled", "", (waited) => {
     // While every watcher waited, each statement about their runs was a poll's look at all 50 tails: no read per
     // watcher. The file's housekeeping (the sweep of expired logs) names no run.
     const polls = waited.filter((statement) => statement.tails)

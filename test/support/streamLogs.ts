@@ -137,6 +137,39 @@ export const checkSharedPoll = async (
 }
 
 /** The runs a poll of `layerSqlStreamLog` asks about (the statement that reads the tails), or `undefined` for any other statement. */
+/** Tails `runId` on `runtime`'s log from its start: `read` gets each delta as it comes, and `done` settles once the log ends. */
+export const tailDeltas = (runtime: ManagedRuntime.ManagedRuntime<AI.StreamLog, unknown>, runId: string) => {
+  const read: Array<string> = []
+  const done = (async () => {
+    for await (const { chunk } of (await openLog(runtime, runId, "-1")).read("-1")) read.push((chunk as { delta: string }).delta)
+  })()
+  return { read, done }
+}
+
+export const heardClaimName =
+  "a reader waiting for a run another process writes gets each append and the close as they are written, with its poll an hour away"
+
+/**
+ * Checks {@link heardClaimName}: `reader`'s poll outlasts the test, so only
+ * what the store tells it of `writer`'s writes can deliver them.
+ */
+export const checkHeard = async (
+  writer: ManagedRuntime.ManagedRuntime<AI.StreamLog, unknown>,
+  reader: ManagedRuntime.ManagedRuntime<AI.StreamLog, unknown>
+) => {
+  // A space in the id: an announcement carries it whole.
+  const runId = `run heard ${crypto.randomUUID()}`
+  const producer = await openLog(writer, runId, null)
+  await producer.append([text("a")])
+  const { read, done } = tailDeltas(reader, runId)
+  await expect.poll(() => read).toEqual(["a"])
+  await producer.append([text("b"), text("c")])
+  await expect.poll(() => read).toEqual(["a", "b", "c"])
+  await producer.close()
+  await done
+  expect(read).toEqual(["a", "b", "c"])
+}
+
 export const sqlTailLookup = (request: SentRequest): ReadonlyArray<string> | undefined =>
   request.text.includes("MAX(c.seq)") ? request.parameters.filter((parameter): parameter is string => typeof parameter === "string") : undefined
 
