@@ -4,18 +4,22 @@
  *
  * SQLite has no `NOTIFY`: a commit only appends to the file's write-ahead
  * log. A process whose readers wait watches that file, and after each write
- * to it one statement reads what was written past the last rows it saw
+ * to it asks `PRAGMA data_version` whether another connection committed; if
+ * one did, one statement reads what was written past the last rows it saw
  * (rowids grow as rows are inserted, and a closed run's row moves to the
  * end) and announces those runs' tails. Its cost follows the commits, not
  * how many readers wait; the look runs in the watch's callback, without a
- * fiber, since it is one synchronous read.
+ * fiber, since it is synchronous reads.
  *
  * A commit's pages reach the log before the log's index says they are
- * committed (the sync of the file comes between), so the process looks again
- * 1, 3, 10 and 30 milliseconds after the last write it heard. The poll stays
- * behind it, for a commit that takes longer and for a watch that fails.
+ * committed (the sync of the file comes between), so after a write it did
+ * not make, the process looks again 1, 3, 10 and 30 milliseconds later
+ * (after its own, whose every commit the log hears, it does not). The poll
+ * stays behind it: for a commit slower than that, for one heard in the same
+ * event as this connection's own and not visible yet (the next write or
+ * poll finds it), and for a watch that fails.
  */
-import { Deferred, Effect, Exit, Latch, Schedule } from "effect"
+import { type Cause, Deferred, Effect, Exit, Latch, Schedule } from "effect"
 import type { SqlError } from "effect/sql/SqlError"
 import type { SqliteDirect } from "./sqliteDirect.ts"
 import { DirectStatementObserver } from "./sqliteDirect.ts"
@@ -53,12 +57,24 @@ export const watchSqliteTails = (
     const marks = { runs: Number.MAX_SAFE_INTEGER, chunks: Number.MAX_SAFE_INTEGER }
     const everyTail = Latch.makeUnsafe(false)
     const failed = Deferred.makeUnsafe<never, SqlError>()
+    let version: unknown
+    let transactionsEnded = direct.transactionsEnded()
 
-    /** Announces what was committed past the marks; nothing while this connection cannot read at once. */
-    const look = () => {
+    /**
+     * Announces what another connection committed past the marks: `"same"`
+     * when none committed since the last look, `"unknown"` when this
+     * connection cannot read at once.
+     */
+    const look = (): "announced" | "same" | "unknown" => {
+      const current = direct.readNow<{ readonly data_version: unknown }>("PRAGMA data_version", [], observe)
+      if (current === undefined) return "unknown"
+      if (Exit.isFailure(current)) return fail(current.cause)
+      const now = current.value[0]?.data_version
+      if (now === version) return "same"
       const rows = direct.readNow<WrittenRow>(written, [marks.runs, marks.chunks], observe)
-      if (rows === undefined) return
-      if (Exit.isFailure(rows)) return Deferred.doneUnsafe(failed, Exit.failCause(rows.cause))
+      if (rows === undefined) return "unknown"
+      if (Exit.isFailure(rows)) return fail(rows.cause)
+      version = now
       for (const row of rows.value) {
         if (row.kind === "chunks") announced.tail(row.run_id!, { seq: Number(row.n), complete: false })
         else if (row.kind === "closed") announced.tail(row.run_id!, { seq: 0, complete: true })
@@ -70,6 +86,11 @@ export const watchSqliteTails = (
           marks[table] = mark
         }
       }
+      return "announced"
+    }
+    const fail = (cause: Cause.Cause<SqlError>) => {
+      Deferred.doneUnsafe(failed, Exit.failCause(cause))
+      return "unknown" as const
     }
 
     let timer: ReturnType<typeof setTimeout> | undefined
@@ -80,9 +101,12 @@ export const watchSqliteTails = (
       }, lookAgainAfter[step])
     }
     const heard = () => {
-      look()
+      const looked = look()
+      const ours = direct.transactionsEnded() !== transactionsEnded
+      transactionsEnded = direct.transactionsEnded()
       clearTimeout(timer)
-      lookAgain(0)
+      // A write this connection did not make may be a commit not visible yet, or the next one after it.
+      if (looked !== "same" || !ours) lookAgain(0)
     }
 
     yield* Effect.forkScoped(Effect.forever(Effect.andThen(
