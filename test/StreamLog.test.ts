@@ -9,12 +9,13 @@ import { describe, expect, it } from "@effect/vitest"
 import * as AI from "@tanstack/ai-effect"
 import { layerSqliteStreamLog } from "@tanstack/ai-effect/sqlite"
 import { durabilityClaims, type DurabilityHarness } from "@tanstack/ai-effect/testing"
-import { Effect, Layer, ManagedRuntime } from "effect"
+import { Deferred, Duration, Effect, Layer, ManagedRuntime } from "effect"
 import { TestClock } from "effect/testing"
 import { mkdtempSync } from "node:fs"
 import { DatabaseSync } from "node:sqlite"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { type Announcements, pollTails } from "../src/internal/tailPoll.ts"
 import { recordStatements } from "./support/roundTrips.ts"
 import { cancelClaimName, checkCancel, checkClosed, checkFirstEpoch, checkHeard, checkSharedPoll, checkWoken, closedClaimName, firstEpochClaimName, heardClaimName, openLog, sharedPollClaimName, sqlTailLookup, tailDeltas, text, wokenClaimName } from "./support/streamLogs.ts"
 
@@ -85,6 +86,36 @@ describe("StreamLog.layerMemory", () => {
       yield* log.claim("after")
       expect(yield* known("open", "later", "next", "last")).toEqual([true, false, true, true])
     }).pipe(Effect.provide(AI.StreamLog.layerMemory({ capacity: 2, retention: "1 minute" }))))
+})
+
+describe("the readers' shared poll", () => {
+  it.effect("while a store's listener listens, the poll looks once per its own interval, and every poll interval again from when the listener stops", () =>
+    Effect.scoped(Effect.gen(function*() {
+      let looks = 0
+      const stop = yield* Deferred.make<void>()
+      const listener: Announcements = (announced) =>
+        Effect.andThen(announced.listening, Effect.andThen(Deferred.await(stop), Effect.andThen(announced.stopped, Effect.never)))
+      // Each look finds the run where the reader is, so that the reader goes on waiting.
+      const tails = (runIds: ReadonlyArray<string>) =>
+        Effect.sync(() => {
+          looks++
+          return new Map(runIds.map((runId) => [runId, { seq: 0, complete: false }]))
+        })
+      const awaitChange = yield* pollTails(Duration.millis(50), tails, listener, Duration.seconds(1))
+      yield* Effect.forkScoped(awaitChange("run", 0))
+      yield* TestClock.adjust(0)
+      // The listener's first look, when it starts to listen.
+      expect(looks).toBe(1)
+      yield* TestClock.adjust("950 millis")
+      expect(looks).toBe(1)
+      yield* TestClock.adjust("50 millis")
+      expect(looks).toBe(2)
+      yield* Deferred.succeed(stop, undefined)
+      yield* TestClock.adjust("50 millis")
+      expect(looks).toBe(3)
+      yield* TestClock.adjust("50 millis")
+      expect(looks).toBe(4)
+    })))
 })
 
 describe("layerSqliteStreamLog, one file", () => {

@@ -116,4 +116,4 @@ export const watchSqliteTails = (
     return yield* Effect.raceFirst(watchLog(heard), Deferred.await(failed)).pipe(
       Effect.ensuring(Effect.sync(() => clearTimeout(timer)))
     )
-  }).pipe(Effect.scoped, Effect.retry(Schedule.spaced("1 second")), Effect.ignore)
+  }).pipe(Effect.scoped, Effect.ensuring(announced.stopped), Effect.retry(Schedule.spaced("1 second")), Effect.ignore)

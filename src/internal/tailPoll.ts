@@ -12,9 +12,11 @@
  *
  * A store that announces its writes (PostgreSQL's `NOTIFY`) gives the same
  * tails as they are written: the readers they concern wake at once, and the
- * poll stays, for an announcement lost while its listener reconnects.
+ * poll stays, for an announcement lost while its listener reconnects. Where
+ * a look costs a request per run (Redis), the poll may look less often
+ * while the listener listens.
  */
-import { type Duration, Effect, Exit, Latch, Queue, Schedule, type Scope } from "effect"
+import { Duration, Effect, Exit, Latch, Queue, Schedule, type Scope } from "effect"
 
 /** A run's log as a poll sees it: its last position, and whether it is closed. */
 export interface Tail {
@@ -40,6 +42,8 @@ export interface Announced {
    * for what was written before.
    */
   readonly listening: Effect.Effect<void>
+  /** Run by the listener when it stops listening (it failed, and tries again): until it listens again, only the poll finds writes. */
+  readonly stopped: Effect.Effect<void>
 }
 
 /** Listens for the tails a store announces, for as long as its scope is open. */
@@ -67,7 +71,7 @@ export const listenForTails = <Message>(
         announced.tail(payload.slice(completeEnd + 1), { seq: Number(payload.slice(0, tailEnd)), complete: payload[tailEnd + 1] === "1" })
       }
     }
-  })).pipe(Effect.retry(Schedule.spaced("1 second")), Effect.ignore)
+  })).pipe(Effect.ensuring(announced.stopped), Effect.retry(Schedule.spaced("1 second")), Effect.ignore)
 
 const unknownTail = (_runId: string): Tail | undefined => undefined
 
@@ -84,16 +88,20 @@ const maxRemembered = 10_000
  * `tails` answers the runs it finds stored and not expired; it is given at
  * most `maxRunsPerPoll` runs at a time. `announcements`, when the store has
  * them, start with the first reader that waits and last as long as the
- * scope, so that a process that only writes holds no listener.
+ * scope, so that a process that only writes holds no listener; while they
+ * listen, the poll looks every `whileListening` instead (no less often than
+ * every `interval`), and within `interval` of the listener stopping.
  */
 export const pollTails = (
   interval: Duration.Duration,
   tails: (runIds: ReadonlyArray<string>) => Effect.Effect<ReadonlyMap<string, Tail>, unknown>,
-  announcements?: Announcements
+  announcements?: Announcements,
+  whileListening: Duration.Duration = interval
 ): Effect.Effect<(runId: string, after: number) => Effect.Effect<void>, never, Scope.Scope> =>
   Effect.gen(function*() {
     const waiting = new Map<string, Set<Reader>>()
     const someoneWaits = Latch.makeUnsafe(false)
+    let listening = false
 
     /** Wakes the readers of `runIds` whose run moved past them, closed, or has no tail (gone, or unknown). */
     const wakeMoved = (runIds: Iterable<string>, tailOf: (runId: string) => Tail | undefined) => {
@@ -122,10 +130,18 @@ export const pollTails = (
       }
     })
 
+    // The poll wakes every interval, and while the listener listens looks only once `whileListening` has passed.
+    const intervalMillis = Duration.toMillis(interval)
+    const whileListeningMillis = Duration.toMillis(whileListening)
+    let sinceLook = 0
     const poll = Effect.gen(function*() {
       yield* someoneWaits.await
       yield* Effect.sleep(interval)
-      yield* lookAtTails
+      sinceLook += intervalMillis
+      if (!listening || sinceLook >= whileListeningMillis) {
+        sinceLook = 0
+        yield* lookAtTails
+      }
       // Checked and closed in one step: a reader that comes later opens it again.
       if (waiting.size === 0) someoneWaits.closeUnsafe()
     })
@@ -141,7 +157,14 @@ export const pollTails = (
         if (announced.size > maxRemembered) announced.delete(announced.keys().next().value!)
         wakeMoved([runId], () => tail)
       }
-      yield* Effect.forkScoped(Effect.andThen(someoneWaits.await, announcements({ tail, listening: lookAtTails })))
+      yield* Effect.forkScoped(Effect.andThen(
+        someoneWaits.await,
+        announcements({
+          tail,
+          listening: Effect.andThen(Effect.sync(() => listening = true), lookAtTails),
+          stopped: Effect.sync(() => listening = false)
+        })
+      ))
     }
 
     return (runId: string, after: number) =>

@@ -10,9 +10,10 @@ import { layerRedisStreamLog } from "@tanstack/ai-effect/redis"
 import { layerSqlStreamLog } from "@tanstack/ai-effect/sql"
 import { durabilityClaims, type DurabilityHarness } from "@tanstack/ai-effect/testing"
 import { type Duration, Effect, Layer, ManagedRuntime } from "effect"
+import { Redis } from "effect/persistence/Redis"
 import { pgClient, redisClient } from "../support/backends.ts"
 import { countRedisCommands, countStatements, recordRedisCommands, recordStatements, type RoundTrips, type SentRequest } from "../support/roundTrips.ts"
-import { cancelClaimName, checkCancel, checkClosed, checkFirstEpoch, checkHeard, checkSharedPoll, checkWoken, closedClaimName, firstEpochClaimName, heardClaimName, openLog, sharedPollClaimName, sqlTailLookup, text, wokenClaimName } from "../support/streamLogs.ts"
+import { cancelClaimName, checkCancel, checkClosed, checkFirstEpoch, checkHeard, checkSharedPoll, checkWoken, closedClaimName, firstEpochClaimName, heardClaimName, openLog, sharedPollClaimName, sqlTailLookup, tailDeltas, text, wokenClaimName } from "../support/streamLogs.ts"
 import { missing, startPostgres, startRedis, type TestServer } from "../support/services.ts"
 
 interface LogBackend {
@@ -113,7 +114,8 @@ for (const backend of backends) describe.skipIf(missing(backend.server) !== unde
   })
 
   it(sharedPollClaimName, async () => {
-    const reader = backend.recorded(server, { pollInterval: "10 millis" })
+    // The poll alone: while the writes are heard, Redis's poll looks less often.
+    const reader = backend.recorded(server, { pollInterval: "10 millis", notify: false })
     const readerRuntime = ManagedRuntime.make(reader.layer)
     try {
       await checkSharedPoll(runtime, readerRuntime, reader.sent, backend)
@@ -154,6 +156,30 @@ for (const backend of backends) describe.skipIf(missing(backend.server) !== unde
     try {
       await checkHeard(runtime, reader)
     } finally {
+      await reader.dispose()
+    }
+  })
+
+  // Redis's own: a subscriber of its own connection, which the server can cut off.
+  if (backend.server === "redis") it("a chunk published while the reader's subscriber is cut off still reaches the reader, which polls at its interval again until the layer listens again", async () => {
+    const reader = ManagedRuntime.make(backend.layer(server, { pollInterval: "10 millis" }).layer)
+    const admin = ManagedRuntime.make(redisClient(server.url))
+    const send = (...args: ReadonlyArray<string>) => admin.runPromise(Effect.flatMap(Redis, (redis) => redis.send<string | number>(args[0]!, ...args.slice(1))))
+    try {
+      const runId = `run-cut-off-${crypto.randomUUID()}`
+      const producer = await openLog(runtime, runId, null)
+      await producer.append([text("a")])
+      const { read, done } = tailDeltas(reader, runId)
+      await expect.poll(() => read).toEqual(["a"])
+      await expect.poll(() => send("CLIENT", "LIST", "TYPE", "pubsub")).toContain("cmd=")
+      // The server closes the subscriber's connection before it answers: what is published next is not delivered to it.
+      expect(await send("CLIENT", "KILL", "TYPE", "pubsub")).toBeGreaterThan(0)
+      await producer.append([text("b")])
+      await expect.poll(() => read, { timeout: 5_000 }).toEqual(["a", "b"])
+      await producer.close()
+      await done
+    } finally {
+      await admin.dispose()
       await reader.dispose()
     }
   })
