@@ -140,7 +140,8 @@ describe("layerSqliteStreamLog, one file", () => {
     const filename = join(mkdtempSync(join(tmpdir(), "ai-effect-log-")), "chat.db")
     const recorded = recordStatements()
     const writer = ManagedRuntime.make(layerSqliteStreamLog({ filename }))
-    const reader = ManagedRuntime.make(layerSqliteStreamLog({ filename, pollInterval: "10 millis" }).pipe(Layer.provide(recorded.layer)))
+    // The poll alone: a layer that watches the file polls once a second.
+    const reader = ManagedRuntime.make(layerSqliteStreamLog({ filename, pollInterval: "10 millis", notify: false }).pipe(Layer.provide(recorded.layer)))
     try {
       await checkSharedPoll(writer, reader, recorded.sent, { lookup: sqlTailLookup, runsPerLookup: "all" })
     } finally {

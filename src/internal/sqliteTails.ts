@@ -13,11 +13,12 @@
  *
  * A commit's pages reach the log before the log's index says they are
  * committed (the sync of the file comes between), so after a write it did
- * not make, the process looks again 1, 3, 10 and 30 milliseconds later
- * (after its own, whose every commit the log hears, it does not). The poll
- * stays behind it: for a commit slower than that, for one heard in the same
- * event as this connection's own and not visible yet (the next write or
- * poll finds it), and for a watch that fails.
+ * not make, the process looks again 1, 3, 10, 30, 100, 300 and 1,000
+ * milliseconds later (a look that finds no other connection committed is
+ * one pragma; after its own writes, which the log hears too, it does not
+ * look again). The poll stays behind it: for a commit slower than that, for
+ * one heard in the same event as this connection's own and not visible yet
+ * (the next write or poll finds it), and for a watch that fails.
  */
 import { type Cause, Deferred, Effect, Exit, Latch, Schedule } from "effect"
 import type { SqlError } from "effect/sql/SqlError"
@@ -38,7 +39,7 @@ export interface WrittenRow {
 }
 
 /** How long after the last write it heard the watcher looks again, in milliseconds. */
-const lookAgainAfter = [1, 3, 10, 30]
+const lookAgainAfter = [1, 3, 10, 30, 100, 300, 1000]
 
 /**
  * The announcements of a log in a SQLite file: `written` is the statement

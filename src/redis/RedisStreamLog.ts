@@ -48,7 +48,7 @@ export interface RedisStreamLogOptions extends StreamLogOptions {
    * so 1,000 readers polled every 50 milliseconds are 20,000 commands a
    * second. Never less often than `pollInterval`. Default 1 second.
    */
-  readonly subscribedPollInterval?: Duration.Input | undefined
+  readonly listeningPollInterval?: Duration.Input | undefined
 }
 
 // KEYS: the meta hash, the chunks hash, the positions sorted set. ARGV[1]: the epoch.
@@ -197,7 +197,7 @@ export const makeRedisStreamLog = Effect.fnUntraced(function*(options?: RedisStr
   const prefix = options?.prefix ?? "ai-effect:log:"
   const retention = Duration.toMillis(Duration.fromInputUnsafe(options?.retention ?? "24 hours"))
   const pollInterval = Duration.fromInputUnsafe(options?.pollInterval ?? "50 millis")
-  const subscribedPollInterval = Duration.max(pollInterval, Duration.fromInputUnsafe(options?.subscribedPollInterval ?? "1 second"))
+  const listeningPollInterval = Duration.max(pollInterval, Duration.fromInputUnsafe(options?.listeningPollInterval ?? "1 second"))
   const channel = options?.notify ?? true ? `${prefix}tails` : ""
   // One hash tag per run: its three keys live in one slot of a cluster.
   const keysOf = (runId: string) => {
@@ -272,7 +272,7 @@ export const makeRedisStreamLog = Effect.fnUntraced(function*(options?: RedisStr
           })
           return found
         }
-      ), channel === "" ? undefined : listenForTails(redis.subscribe(channel), (message) => message.message), subscribedPollInterval)
+      ), channel === "" ? undefined : listenForTails(redis.subscribe(channel), (message) => message.message), listeningPollInterval)
   }
   return yield* StreamLog.make(backend, options)
 })

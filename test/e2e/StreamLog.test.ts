@@ -114,7 +114,7 @@ for (const backend of backends) describe.skipIf(missing(backend.server) !== unde
   })
 
   it(sharedPollClaimName, async () => {
-    // The poll alone: while the writes are heard, Redis's poll looks less often.
+    // The poll alone: a layer that hears the writes polls once a second.
     const reader = backend.recorded(server, { pollInterval: "10 millis", notify: false })
     const readerRuntime = ManagedRuntime.make(reader.layer)
     try {
