@@ -42,13 +42,13 @@ export interface WrittenRow {
 const lookAgainAfter = [1, 3, 10, 30, 100, 300, 1000]
 
 /**
- * The announcements of a log in a SQLite file: `written` is the statement
- * that answers {@link WrittenRow}s past its two parameters, the last rowid
- * seen of the runs' table and of the chunks' table, in that order.
+ * The announcements of a log in a SQLite file, on a connection to a file
+ * (one that has `watchLog`): `written` is the statement that answers
+ * {@link WrittenRow}s past its two parameters, the last rowid seen of the
+ * runs' table and of the chunks' table, in that order.
  */
 export const watchSqliteTails = (
-  direct: SqliteDirect["Service"],
-  watchLog: NonNullable<SqliteDirect["Service"]["watchLog"]>,
+  direct: SqliteDirect["Service"] & { readonly watchLog: NonNullable<SqliteDirect["Service"]["watchLog"]> },
   written: string
 ): Announcements =>
 (announced) =>
@@ -103,8 +103,9 @@ export const watchSqliteTails = (
     }
     const heard = () => {
       const looked = look()
-      const ours = direct.transactionsEnded() !== transactionsEnded
-      transactionsEnded = direct.transactionsEnded()
+      const ended = direct.transactionsEnded()
+      const ours = ended !== transactionsEnded
+      transactionsEnded = ended
       clearTimeout(timer)
       // A write this connection did not make may be a commit not visible yet, or the next one after it.
       if (looked !== "same" || !ours) lookAgain(0)
@@ -114,7 +115,7 @@ export const watchSqliteTails = (
       everyTail.await,
       Effect.andThen(Effect.sync(() => everyTail.closeUnsafe()), announced.listening)
     )))
-    return yield* Effect.raceFirst(watchLog(heard), Deferred.await(failed)).pipe(
+    return yield* Effect.raceFirst(direct.watchLog(heard), Deferred.await(failed)).pipe(
       Effect.ensuring(Effect.sync(() => clearTimeout(timer)))
     )
   }).pipe(Effect.scoped, Effect.ensuring(announced.stopped), Effect.retry(Schedule.spaced("1 second")), Effect.ignore)

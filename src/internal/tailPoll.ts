@@ -12,9 +12,9 @@
  *
  * A store that announces its writes (PostgreSQL's `NOTIFY`) gives the same
  * tails as they are written: the readers they concern wake at once, and the
- * poll stays, for an announcement lost while its listener reconnects. Where
- * a look costs a request per run (Redis), the poll may look less often
- * while the listener listens.
+ * poll stays, for an announcement lost while its listener reconnects, and
+ * looks less often while the listener listens: a look is not free (a
+ * request per run on Redis, milliseconds of statements for many runs).
  */
 import { Duration, Effect, Exit, Latch, Queue, Schedule, type Scope } from "effect"
 

@@ -165,8 +165,8 @@ export const makeSqlStreamLog = Effect.fnUntraced(function*(options?: SqlStreamL
     sqlite: () => sql`, rowid = (SELECT MAX(rowid) FROM ${runs}) + 1`,
     orElse: () => sql.literal("")
   })
-  const sqliteDirect = yield* Effect.serviceOption(SqliteDirect)
-  const watchLog = Option.isSome(sqliteDirect) ? sqliteDirect.value.watchLog : undefined
+  // On this package's SQLite client: its connection, whose file a layer whose readers wait watches.
+  const sqliteDirect = Option.getOrUndefined(yield* Effect.serviceOption(SqliteDirect))
   /** What another process wrote: the closed runs and the tails of the runs written, past the last rowids seen. */
   const written = () =>
     sql`SELECT 'closed' AS kind, run_id, NULL AS n FROM ${runs} NOT INDEXED WHERE rowid > ${0} AND complete = 1
@@ -271,8 +271,8 @@ export const makeSqlStreamLog = Effect.fnUntraced(function*(options?: SqlStreamL
         return new Map(rows.map((row): [string, Tail] => [row.run_id, { seq: Number(row.tail ?? 0), complete: Number(row.complete) === 1 }]))
       }), announces && isListening(sql)
         ? listenForTails(sql.listen(channel), (notification) => notification.payload)
-        : notify && Option.isSome(sqliteDirect) && watchLog !== undefined
-        ? watchSqliteTails(sqliteDirect.value, watchLog, written())
+        : notify && sqliteDirect?.watchLog !== undefined
+        ? watchSqliteTails({ ...sqliteDirect, watchLog: sqliteDirect.watchLog }, written())
         : undefined, listeningPollInterval)
   }
 

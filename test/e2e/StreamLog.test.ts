@@ -161,7 +161,7 @@ for (const backend of backends) describe.skipIf(missing(backend.server) !== unde
   })
 
   // Redis's own: a subscriber of its own connection, which the server can cut off.
-  if (backend.server === "redis") it("a chunk published while the reader's subscriber is cut off still reaches the reader, which polls at its interval again until the layer listens again", async () => {
+  if (backend.server === "redis") it("a chunk published while the reader's subscriber is cut off still reaches the reader", async () => {
     const reader = ManagedRuntime.make(backend.layer(server, { pollInterval: "10 millis" }).layer)
     const admin = ManagedRuntime.make(redisClient(server.url))
     const send = (...args: ReadonlyArray<string>) => admin.runPromise(Effect.flatMap(Redis, (redis) => redis.send<string | number>(args[0]!, ...args.slice(1))))
