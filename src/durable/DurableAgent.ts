@@ -57,6 +57,7 @@ import {
   type TurnToolCall,
   withoutClientToolInterrupts
 } from "../internal/agui.ts"
+import { retryOnFailure } from "../internal/retry.ts"
 import { runToolCall } from "../internal/toolCall.ts"
 import { RunContext } from "../RunContext.ts"
 import { isServerTool, type ServerTool, wrapToolsForRun } from "../ServerTool.ts"
@@ -99,7 +100,10 @@ const isInterruptOrDie = <E>(reason: Cause.Reason<E>): reason is Cause.Die | Cau
 
 /** The run store's reads and writes of steps ride out a short outage; a store that stays down fails the run closed. */
 const storeRetry = <A, R>(effect: Effect.Effect<A, DurableRunError.DurableRunStoreError, R>) =>
-  effect.pipe(Effect.retry({ times: 3, schedule: Schedule.exponential("100 millis") }), Effect.orDie)
+  Effect.orDie(retryOnFailure(effect, storeOutage))
+
+/** A short outage of the run store: three more tries, 100, 200 and 400 ms apart. */
+const storeOutage = { times: 3, schedule: Schedule.exponential("100 millis") }
 
 /**
  * The chunks of the durable runs that run in this process, for
@@ -493,7 +497,7 @@ export const make = <TAdapter extends AnyTextAdapter, const Tools extends Readon
   agent: Agent<TAdapter, Tools>,
   options?: DurableAgentOptions
 ): DurableAgent<Tools> => {
-  const turnRetry = options?.turnRetry ?? defaultTurnRetry
+  const turnRetries = { schedule: options?.turnRetry ?? defaultTurnRetry, while: isTransient }
   const workflow = Workflow.make(`AgentRun/${agent.name}`, {
     payload: Payload,
     // Generation 0 keeps the run id alone, as runs started before generations existed.
@@ -608,7 +612,7 @@ export const make = <TAdapter extends AnyTextAdapter, const Tools extends Readon
         // Each chunk goes to the log as it comes, coalesced while an append is out; the turn ends once they are stored.
         modelTurn(agent, declared, [...messages], run, publishSoon).pipe(
           Effect.tapError(() => log.retrying),
-          Effect.retry({ schedule: turnRetry, while: isTransient }),
+          (turn) => retryOnFailure(turn, turnRetries),
           Effect.tap(() => log.flush)
         )
       ).pipe(
@@ -723,7 +727,7 @@ export const make = <TAdapter extends AnyTextAdapter, const Tools extends Readon
       const record = yield* (yield* DurableRunStore.DurableRunStore).begin(input.runId, fingerprint)
       if (record.fingerprint !== fingerprint) return yield* new DurableRunError.DurableRunInputMismatch({ runId: input.runId })
       // A later generation was started with its own payload, and joining it ignores this one.
-      return payloadOf(input, record.generation)
+      return { ...payload, generation: record.generation }
     })
 
   /** The exit of a generation that finished, with the public error. */
@@ -931,11 +935,11 @@ const noRunLog: RunLog = { write: () => Effect.void, writeSoon: () => {}, flush:
  */
 const logRetry = Schedule.max([Schedule.min([Schedule.exponential("50 millis"), Schedule.spaced("2 seconds")]), Schedule.recurs(20)])
 
+/** A log's store that cannot answer, for as long as {@link logRetry} tries again. */
+const logOutage = { schedule: logRetry, while: (error: { readonly _tag: string }) => error._tag === "StreamLogError" }
+
 const storing = <A, E extends { readonly _tag: string }>(effect: Effect.Effect<A, E | StreamLogError>) =>
-  effect.pipe(
-    Effect.retry({ schedule: logRetry, while: (error) => error._tag === "StreamLogError" }),
-    Effect.catchTag("StreamLogError", (error) => Effect.die(error))
-  )
+  retryOnFailure(effect, logOutage).pipe(Effect.catchTag("StreamLogError", (error) => Effect.die(error)))
 
 /**
  * Opens the run's log as its producer, for one execution of the run's body:

@@ -26,6 +26,7 @@ import * as Client from "effect/sql/SqlClient"
 import type { Connection } from "effect/sql/SqlConnection"
 import { classifySqliteError, SqlError } from "effect/sql/SqlError"
 import * as Statement from "effect/sql/Statement"
+import { retryOnFailure } from "../internal/retry.ts"
 import { SqliteDirect } from "../internal/sqliteDirect.ts"
 
 /** How long one statement waits for another process's write lock before it yields and tries again. */
@@ -39,6 +40,13 @@ const classify = (cause: unknown, operation: string) =>
   )
 
 const isLocked = (error: SqlError) => error.reason._tag === "LockTimeoutError"
+
+/**
+ * A busy database answers within the busy timeout; waiting between attempts
+ * leaves the event loop to everyone else. The store's deadline bounds the
+ * whole wait.
+ */
+const whileLocked = { while: isLocked, schedule: Schedule.jittered(Schedule.spaced("5 millis")) }
 
 /** A statement that writes, and so may share a group commit. Anything else (a read, DDL, a PRAGMA) runs alone. */
 const isWrite = (sql: string) => /^\s*(?:INSERT|UPDATE|DELETE|REPLACE)\b/i.test(sql)
@@ -103,11 +111,7 @@ const makeConnection = (filename: string) =>
       if (statement === undefined) statements.set(sql, statement = db.prepare(sql))
       return statement
     }
-    // A busy database answers within the busy timeout; waiting between
-    // attempts leaves the event loop to everyone else. The store's deadline
-    // bounds the whole wait.
-    const retryWhileLocked = <A>(effect: Effect.Effect<A, SqlError>) =>
-      Effect.retry(effect, { while: isLocked, schedule: Schedule.jittered(Schedule.spaced("5 millis")) })
+    const retryWhileLocked = <A>(effect: Effect.Effect<A, SqlError>) => retryOnFailure(effect, whileLocked)
 
     /** Writes waiting for the group commit, in the order they came. */
     let pending: Array<PendingWrite> = []
