@@ -24,6 +24,7 @@ import { toServerSentEvents } from "../ServerSentEvents.ts"
 import { Locks } from "../Locks.ts"
 import type * as DurableAgent from "../durable/DurableAgent.ts"
 import { fromReadableStreamJoined } from "../internal/batched.ts"
+import { retryOnFailure } from "../internal/retry.ts"
 import { provideStreamContext } from "../internal/streamContext.ts"
 import { StreamLog } from "../StreamLog.ts"
 import { ThreadStore, toUIMessages } from "../ThreadStore.ts"
@@ -551,6 +552,12 @@ export interface DurableRouteOptions<R = never> extends Omit<RouteOptions<R>, "b
   readonly startDeadline?: Duration.Input | undefined
 }
 
+/** A durable run's log, looked at again every 20 ms until its runner opens it (it is usually open at the first look). */
+const untilOpened = {
+  schedule: Schedule.spaced("20 millis"),
+  while: (error: { readonly _tag: string }) => error._tag === "UnknownRun"
+}
+
 /**
  * The route of a chat whose every message is answered by a durable agent
  * run (`@tanstack/ai-effect/durable`), for `POST`, `GET` and `DELETE` on
@@ -666,10 +673,7 @@ export const durableHandler = <Tools extends ReadonlyArray<unknown>, R2 = never>
         : begin
       if (refused !== undefined) return refused
       // The runner opens the log when it starts the run, here or in another process.
-      const opened = yield* log.check(runId, "-1").pipe(
-        Effect.retry({ schedule: Schedule.spaced("20 millis"), while: (error) => error._tag === "UnknownRun" }),
-        Effect.timeoutOption(startDeadline)
-      )
+      const opened = yield* retryOnFailure(log.check(runId, "-1"), untilOpened).pipe(Effect.timeoutOption(startDeadline))
       if (Option.isNone(opened)) {
         return HttpServerResponse.text(`Run ${runId} is started, but no runner opened its log within ${Duration.format(startDeadline)}`, { status: 503 })
       }
