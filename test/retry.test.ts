@@ -1,7 +1,8 @@
 /**
- * The retry behind every SQLite statement, a durable run's store calls and
- * model turns, and its log writes: it sets its schedule up only after a
- * failure, and must then try exactly as `Effect.retry` would.
+ * The retry behind every SQLite statement, a durable run's store calls,
+ * model turns and log writes, and the durable route's look for a run's log:
+ * it sets its schedule up only after a failure, and must then try exactly
+ * as `Effect.retry` would.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Clock, Effect, Exit, Fiber, Schedule } from "effect"
