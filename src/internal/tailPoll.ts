@@ -89,14 +89,15 @@ const maxRemembered = 10_000
  * most `maxRunsPerPoll` runs at a time. `announcements`, when the store has
  * them, start with the first reader that waits and last as long as the
  * scope, so that a process that only writes holds no listener; while they
- * listen, the poll looks every `whileListening` instead (no less often than
- * every `interval`), and within `interval` of the listener stopping.
+ * listen, the poll looks every `whileListening` instead (default 1 second,
+ * never less often than every `interval`), and within `interval` of the
+ * listener stopping.
  */
 export const pollTails = (
   interval: Duration.Duration,
   tails: (runIds: ReadonlyArray<string>) => Effect.Effect<ReadonlyMap<string, Tail>, unknown>,
   announcements?: Announcements,
-  whileListening: Duration.Duration = interval
+  whileListening: Duration.Input = "1 second"
 ): Effect.Effect<(runId: string, after: number) => Effect.Effect<void>, never, Scope.Scope> =>
   Effect.gen(function*() {
     const waiting = new Map<string, Set<Reader>>()
@@ -132,7 +133,7 @@ export const pollTails = (
 
     // The poll wakes every interval, and while the listener listens looks only once `whileListening` has passed.
     const intervalMillis = Duration.toMillis(interval)
-    const whileListeningMillis = Duration.toMillis(whileListening)
+    const whileListeningMillis = Math.max(intervalMillis, Duration.toMillis(Duration.fromInputUnsafe(whileListening)))
     let sinceLook = 0
     const poll = Effect.gen(function*() {
       yield* someoneWaits.await

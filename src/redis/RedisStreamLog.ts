@@ -197,7 +197,6 @@ export const makeRedisStreamLog = Effect.fnUntraced(function*(options?: RedisStr
   const prefix = options?.prefix ?? "ai-effect:log:"
   const retention = Duration.toMillis(Duration.fromInputUnsafe(options?.retention ?? "24 hours"))
   const pollInterval = Duration.fromInputUnsafe(options?.pollInterval ?? "50 millis")
-  const listeningPollInterval = Duration.max(pollInterval, Duration.fromInputUnsafe(options?.listeningPollInterval ?? "1 second"))
   const channel = options?.notify ?? true ? `${prefix}tails` : ""
   // One hash tag per run: its three keys live in one slot of a cluster.
   const keysOf = (runId: string) => {
@@ -272,7 +271,7 @@ export const makeRedisStreamLog = Effect.fnUntraced(function*(options?: RedisStr
           })
           return found
         }
-      ), channel === "" ? undefined : listenForTails(redis.subscribe(channel), (message) => message.message), listeningPollInterval)
+      ), channel === "" ? undefined : listenForTails(redis.subscribe(channel), (message) => message.message), options?.listeningPollInterval)
   }
   return yield* StreamLog.make(backend, options)
 })

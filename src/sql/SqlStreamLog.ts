@@ -108,7 +108,6 @@ export const makeSqlStreamLog = Effect.fnUntraced(function*(options?: SqlStreamL
   const chunks = sql(`${prefix}_chunks`)
   const retention = Duration.toMillis(Duration.fromInputUnsafe(options?.retention ?? "24 hours"))
   const pollInterval = Duration.fromInputUnsafe(options?.pollInterval ?? "50 millis")
-  const listeningPollInterval = Duration.max(pollInterval, Duration.fromInputUnsafe(options?.listeningPollInterval ?? "1 second"))
   yield* sql`CREATE TABLE IF NOT EXISTS ${runs} (
     run_id TEXT PRIMARY KEY,
     epoch BIGINT NOT NULL,
@@ -273,7 +272,7 @@ export const makeSqlStreamLog = Effect.fnUntraced(function*(options?: SqlStreamL
         ? listenForTails(sql.listen(channel), (notification) => notification.payload)
         : notify && sqliteDirect?.watchLog !== undefined
         ? watchSqliteTails({ ...sqliteDirect, watchLog: sqliteDirect.watchLog }, written())
-        : undefined, listeningPollInterval)
+        : undefined, options?.listeningPollInterval)
   }
 
   const sweep = Effect.gen(function*() {

@@ -136,7 +136,6 @@ export const checkSharedPoll = async (
   expect(read).toEqual(runIds.map(() => ["a", "b"]))
 }
 
-/** The runs a poll of `layerSqlStreamLog` asks about (the statement that reads the tails), or `undefined` for any other statement. */
 /** Tails `runId` on `runtime`'s log from its start: `read` gets each delta as it comes, and `done` settles once the log ends. */
 export const tailDeltas = (runtime: ManagedRuntime.ManagedRuntime<AI.StreamLog, unknown>, runId: string) => {
   const read: Array<string> = []
@@ -170,6 +169,7 @@ export const checkHeard = async (
   expect(read).toEqual(["a", "b", "c"])
 }
 
+/** The runs a poll of `layerSqlStreamLog` asks about (the statement that reads the tails), or `undefined` for any other statement. */
 export const sqlTailLookup = (request: SentRequest): ReadonlyArray<string> | undefined =>
   request.text.includes("MAX(c.seq)") ? request.parameters.filter((parameter): parameter is string => typeof parameter === "string") : undefined
 
