@@ -293,9 +293,13 @@ export const wrapToolsForRun = <const Tools extends ReadonlyArray<unknown>>(
     type Passed = Exclude<Tools[number], ServerTool.Any>
     // A run without server tools needs no fibers of its own.
     if (!tools.some(isServerTool)) return [...tools] as Array<Passed>
-    const run = yield* RunContext
     const set = yield* FiberSet.make()
-    const runFork = Effect.runForkWith(yield* Effect.context<ServerTool.Requirements<Tools[number]>>())
+    // The run's context already holds its RunContext, span and log annotations:
+    // each call adds only its own span, stack frame and annotations.
+    const context = yield* Effect.context<ServerTool.Requirements<Tools[number]>>()
+    const runFork = Effect.runForkWith(context)
+    const runFrame = Context.get(context, References.CurrentStackFrame)
+    const runAnnotations = Context.get(context, References.CurrentLogAnnotations)
     const runTool: RunTool = (effect, span, annotations) => {
       // A run that already stopped starts nothing.
       if (set.state._tag === "Closed") return Promise.reject(Cause.squash(Cause.interrupt()))
@@ -305,18 +309,13 @@ export const wrapToolsForRun = <const Tools extends ReadonlyArray<unknown>>(
       // run stopped by the tool's own synchronous code still interrupts it.
       const fiber = runFork(Effect.withFiber((fiber) => {
         FiberSet.addUnsafe(set, fiber)
-        // The tool's services, span and log annotations in one change of the fiber's context.
+        // The tool's span, stack frame and log annotations in one change of the fiber's context.
         return Effect.useSpan(span.name, span.options, (current) =>
           Effect.updateContext(effect, (context: Context.Context<never>) =>
             context.pipe(
-              Context.add(RunContext, run),
               Context.add(Tracer.ParentSpan, current),
-              Context.add(References.CurrentStackFrame, {
-                name: span.name,
-                stack: noStack,
-                parent: Context.get(context, References.CurrentStackFrame)
-              }),
-              Context.add(References.CurrentLogAnnotations, { ...Context.get(context, References.CurrentLogAnnotations), ...annotations })
+              Context.add(References.CurrentStackFrame, { name: span.name, stack: noStack, parent: runFrame }),
+              Context.add(References.CurrentLogAnnotations, { ...runAnnotations, ...annotations })
             )))
       }))
       // A tool that finished synchronously needs no observer.
