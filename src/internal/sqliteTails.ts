@@ -42,13 +42,15 @@ export interface WrittenRow {
 const lookAgainAfter = [1, 3, 10, 30, 100, 300, 1000]
 
 /**
- * The announcements of a log in a SQLite file, on a connection to a file
- * (one that has `watchLog`): `written` is the statement that answers
- * {@link WrittenRow}s past its two parameters, the last rowid seen of the
- * runs' table and of the chunks' table, in that order.
+ * The announcements of a log in a SQLite file, on a connection to a file:
+ * `watchLog` is that connection's watch of the file's write-ahead log, and
+ * `written` the statement that answers {@link WrittenRow}s past its two
+ * parameters, the last rowid seen of the runs' table and of the chunks'
+ * table, in that order.
  */
 export const watchSqliteTails = (
-  direct: SqliteDirect["Service"] & { readonly watchLog: NonNullable<SqliteDirect["Service"]["watchLog"]> },
+  direct: SqliteDirect["Service"],
+  watchLog: NonNullable<SqliteDirect["Service"]["watchLog"]>,
   written: string
 ): Announcements =>
 (announced) =>
@@ -115,7 +117,7 @@ export const watchSqliteTails = (
       everyTail.await,
       Effect.andThen(Effect.sync(() => everyTail.closeUnsafe()), announced.listening)
     )))
-    return yield* Effect.raceFirst(direct.watchLog(heard), Deferred.await(failed)).pipe(
+    return yield* Effect.raceFirst(watchLog(heard), Deferred.await(failed)).pipe(
       Effect.ensuring(Effect.sync(() => clearTimeout(timer)))
     )
   }).pipe(Effect.scoped, Effect.ensuring(announced.stopped), Effect.retry(Schedule.spaced("1 second")), Effect.ignore)

@@ -271,7 +271,7 @@ export const makeSqlStreamLog = Effect.fnUntraced(function*(options?: SqlStreamL
       }), announces && isListening(sql)
         ? listenForTails(sql.listen(channel), (notification) => notification.payload)
         : notify && sqliteDirect?.watchLog !== undefined
-        ? watchSqliteTails({ ...sqliteDirect, watchLog: sqliteDirect.watchLog }, written())
+        ? watchSqliteTails(sqliteDirect, sqliteDirect.watchLog, written())
         : undefined, options?.listeningPollInterval)
   }
 
