@@ -322,7 +322,8 @@ export const benchSharing = async () => {
  * Memory: the heap per recorded key of the memory store at 1,000,000 keys,
  * and that its capacity bound holds; and the peak heap of a 10,000-delta
  * stream through AI.chat against core: the most it keeps alive while its
- * chunks arrive.
+ * chunks arrive, each side's median over rounds that alternate which side
+ * goes first (9, or 3 in a quick run), measured before the store is filled.
  */
 export const benchMemory = async (options: { readonly quick: boolean }) => {
   const gc = (globalThis as { gc?: () => void }).gc
