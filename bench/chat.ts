@@ -13,6 +13,7 @@ import * as AI from '@tanstack/ai-effect'
 import { type ScriptedTurn, scriptedText } from '@tanstack/ai-effect/testing'
 import { Duration, Effect, Exit, Layer, ManagedRuntime, Schema, Scope, Stream } from 'effect'
 import { fromAsyncIterableBatched } from '../src/internal/batched.ts'
+import { median } from './stats.ts'
 
 export interface PairResult {
   readonly case: string
@@ -42,8 +43,6 @@ export interface Split {
   readonly second: string
   readonly calls: number
 }
-
-const median = (values: ReadonlyArray<number>) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!
 
 const timeOf = async (iterations: number, operation: (i: number) => Promise<unknown>) => {
   const start = performance.now()

@@ -29,6 +29,7 @@ import { inMemoryTracer } from '../test/support/tracing.ts'
 import { pair, type PairResult } from './chat.ts'
 import { treeCpuMicros } from './cpu.ts'
 import type { RunnerConfig } from './durable-runner.ts'
+import { percentile } from './stats.ts'
 
 const getOrder = AI.serverTool(getOrderDef, ({ id }) => Effect.succeed({ status: `shipped ${id}` }))
 
@@ -232,9 +233,6 @@ export interface DurableLoadRow {
   readonly database?: { readonly cpuMillisPerRun: number; readonly coreShare: number }
   readonly failed: number
 }
-
-/** The value at fraction `p` of `values` in order (0.5 the median). */
-export const percentile = (values: ReadonlyArray<number>, p: number) => [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor(values.length * p))]!
 
 /** A step's span: a model turn (`turn-<n>`) or a tool call (`tool-<id>`) that a run executed, not one it replayed. */
 const isStepSpan = (span: Tracer.NativeSpan) => /^(turn|tool)-/.test(span.name) && span.attributes.get('replayed') === false

@@ -22,6 +22,7 @@ import { createInterface } from 'node:readline'
 import autocannon from 'autocannon'
 import { chatRequestBody } from '../test/support/agui.ts'
 import { cpuMicros } from './cpu.ts'
+import { median } from './stats.ts'
 import { freePort } from '../test/support/services.ts'
 
 export interface HttpRow {
@@ -113,8 +114,6 @@ const firstChunk = async (url: string, question: string, count: number) => {
   }
   return median(millis)
 }
-
-const median = (values: ReadonlyArray<number>) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!
 
 export const benchHttp = async (options: { readonly quick: boolean }): Promise<ReadonlyArray<HttpRow>> => {
   const seconds = options.quick ? 2 : 5

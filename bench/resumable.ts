@@ -25,7 +25,7 @@ import { countRedisCommands, countStatements, type RoundTrips } from '../test/su
 import { openLog, text } from '../test/support/streamLogs.ts'
 import { missing, startRedis, withPostgres } from '../test/support/services.ts'
 import { pair, type PairResult } from './chat.ts'
-import { percentile } from './durable.ts'
+import { percentile } from './stats.ts'
 
 export interface ResumableRow extends PairResult {
   /** Statements per appended batch, counted at the driver (none for the memory log). */

@@ -23,6 +23,7 @@ import { noteDef, pgClient, redisClient } from '../test/support/backends.ts'
 import { countRedisCommands, countStatements, type RoundTrips } from '../test/support/roundTrips.ts'
 import { missing, startPostgres, startRedis, type TestServer } from '../test/support/services.ts'
 import { runWorker, startRemote } from '../test/support/workers.ts'
+import { median } from './stats.ts'
 
 export interface StoreRow {
   readonly backend: string
@@ -55,8 +56,6 @@ interface Fixture {
   >
   readonly dispose: () => Promise<void>
 }
-
-const median = (values: ReadonlyArray<number>) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!
 
 const timeEach = async (count: number, operation: (i: number) => Promise<unknown>) => {
   const start = performance.now()
