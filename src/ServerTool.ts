@@ -288,44 +288,46 @@ export const wrapToolsForRun = <const Tools extends ReadonlyArray<unknown>>(
   Array<Exclude<Tools[number], ServerTool.Any> | CoreServerTool<any, any, string, unknown, boolean, any>>,
   never,
   Scope.Scope | RunContext | ServerTool.Requirements<Tools[number]>
-> =>
-  Effect.gen(function*() {
-    type Passed = Exclude<Tools[number], ServerTool.Any>
-    // A run without server tools needs no fibers of its own.
-    if (!tools.some(isServerTool)) return [...tools] as Array<Passed>
-    const set = yield* FiberSet.make()
-    // The run's context already holds its RunContext, span and log annotations:
-    // each call adds only its own span, stack frame and annotations.
-    const context = yield* Effect.context<ServerTool.Requirements<Tools[number]>>()
-    const runFork = Effect.runForkWith(context)
-    const runFrame = Context.get(context, References.CurrentStackFrame)
-    const runAnnotations = Context.get(context, References.CurrentLogAnnotations)
-    const runTool: RunTool = (effect, span, annotations) => {
-      // A run that already stopped starts nothing.
-      if (set.state._tag === "Closed") return Promise.reject(Cause.squash(Cause.interrupt()))
-      // The fork runs the fiber at once, up to its first asynchronous step, so
-      // the fiber adds itself to the set as its first step: the set holds it
-      // before the tool's code runs, without a turn of the event loop, and a
-      // run stopped by the tool's own synchronous code still interrupts it.
-      const fiber = runFork(Effect.withFiber((fiber) => {
-        FiberSet.addUnsafe(set, fiber)
-        // The tool's span, stack frame and log annotations in one change of the fiber's context.
-        return Effect.useSpan(span.name, span.options, (current) =>
-          Effect.updateContext(effect, (context: Context.Context<never>) =>
-            context.pipe(
-              Context.add(Tracer.ParentSpan, current),
-              Context.add(References.CurrentStackFrame, { name: span.name, stack: noStack, parent: runFrame }),
-              Context.add(References.CurrentLogAnnotations, { ...runAnnotations, ...annotations })
-            )))
-      }))
-      // A tool that finished synchronously needs no observer.
-      const exit = fiber.pollUnsafe()
-      return exit !== undefined ? settle(exit) : new Promise((resolve, reject) => {
-        fiber.addObserver((exit) => Exit.isSuccess(exit) ? resolve(exit.value) : reject(Cause.squash(exit.cause)))
-      })
-    }
-    return tools.map((tool) => isServerTool(tool) ? toCoreTool(tool, runTool) : tool as Passed)
-  })
+> => Effect.gen(() => wrapTools(tools))
+
+/** The body of {@link wrapToolsForRun}: a generator function made once, not once per run. */
+function* wrapTools<const Tools extends ReadonlyArray<unknown>>(tools: Tools) {
+  type Passed = Exclude<Tools[number], ServerTool.Any>
+  // A run without server tools needs no fibers of its own.
+  if (!tools.some(isServerTool)) return [...tools] as Array<Passed>
+  const set = yield* FiberSet.make()
+  // The run's context already holds its RunContext, span and log annotations:
+  // each call adds only its own span, stack frame and annotations.
+  const context = yield* Effect.context<ServerTool.Requirements<Tools[number]>>()
+  const runFork = Effect.runForkWith(context)
+  const runFrame = Context.get(context, References.CurrentStackFrame)
+  const runAnnotations = Context.get(context, References.CurrentLogAnnotations)
+  const runTool: RunTool = (effect, span, annotations) => {
+    // A run that already stopped starts nothing.
+    if (set.state._tag === "Closed") return Promise.reject(Cause.squash(Cause.interrupt()))
+    // The fork runs the fiber at once, up to its first asynchronous step, so
+    // the fiber adds itself to the set as its first step: the set holds it
+    // before the tool's code runs, without a turn of the event loop, and a
+    // run stopped by the tool's own synchronous code still interrupts it.
+    const fiber = runFork(Effect.withFiber((fiber) => {
+      FiberSet.addUnsafe(set, fiber)
+      // The tool's span, stack frame and log annotations in one change of the fiber's context.
+      return Effect.useSpan(span.name, span.options, (current) =>
+        Effect.updateContext(effect, (context: Context.Context<never>) =>
+          context.pipe(
+            Context.add(Tracer.ParentSpan, current),
+            Context.add(References.CurrentStackFrame, { name: span.name, stack: noStack, parent: runFrame }),
+            Context.add(References.CurrentLogAnnotations, { ...runAnnotations, ...annotations })
+          )))
+    }))
+    // A tool that finished synchronously needs no observer.
+    const exit = fiber.pollUnsafe()
+    return exit !== undefined ? settle(exit) : new Promise((resolve, reject) => {
+      fiber.addObserver((exit) => Exit.isSuccess(exit) ? resolve(exit.value) : reject(Cause.squash(exit.cause)))
+    })
+  }
+  return tools.map((tool) => isServerTool(tool) ? toCoreTool(tool, runTool) : tool as Passed)
+}
 
 const noStack = () => undefined
 
