@@ -13,7 +13,7 @@ import * as AI from '@tanstack/ai-effect'
 import { type ScriptedTurn, scriptedText } from '@tanstack/ai-effect/testing'
 import { Duration, Effect, Exit, Layer, ManagedRuntime, Schema, Scope, Stream } from 'effect'
 import { fromAsyncIterableBatched } from '../src/internal/batched.ts'
-import { median } from './stats.ts'
+import { median, microsPerCall } from './stats.ts'
 
 export interface PairResult {
   readonly case: string
@@ -44,12 +44,6 @@ export interface Split {
   readonly calls: number
 }
 
-const timeOf = async (iterations: number, operation: (i: number) => Promise<unknown>) => {
-  const start = performance.now()
-  for (let i = 0; i < iterations; i++) await operation(i)
-  return ((performance.now() - start) * 1000) / iterations
-}
-
 /** Warms both paths, then alternates them round by round. */
 export const pair = async (
   name: string,
@@ -60,19 +54,19 @@ export const pair = async (
   split?: Split,
 ): Promise<PairResult> => {
   const warmUp = Math.max(3, Math.ceil(options.iterations / 2))
-  await timeOf(warmUp, raw)
-  await timeOf(warmUp, ours)
-  if (split !== undefined) await timeOf(warmUp, split.run)
+  await microsPerCall(warmUp, raw)
+  await microsPerCall(warmUp, ours)
+  if (split !== undefined) await microsPerCall(warmUp, split.run)
   const raws: Array<number> = []
   const ourss: Array<number> = []
   const splits: Array<number> = []
   const ratios: Array<number> = []
   for (let round = 0; round < options.rounds; round++) {
     // Odd rounds time ours first, so that neither path always runs on the other's heels.
-    const o0 = round % 2 === 1 ? await timeOf(options.iterations, ours) : undefined
-    const r = await timeOf(options.iterations, raw)
-    const o = o0 ?? await timeOf(options.iterations, ours)
-    if (split !== undefined) splits.push(await timeOf(options.iterations, split.run))
+    const o0 = round % 2 === 1 ? await microsPerCall(options.iterations, ours) : undefined
+    const r = await microsPerCall(options.iterations, raw)
+    const o = o0 ?? await microsPerCall(options.iterations, ours)
+    if (split !== undefined) splits.push(await microsPerCall(options.iterations, split.run))
     raws.push(r)
     ourss.push(o)
     ratios.push(o / r)

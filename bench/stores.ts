@@ -23,7 +23,7 @@ import { noteDef, pgClient, redisClient } from '../test/support/backends.ts'
 import { countRedisCommands, countStatements, type RoundTrips } from '../test/support/roundTrips.ts'
 import { missing, startPostgres, startRedis, type TestServer } from '../test/support/services.ts'
 import { runWorker, startRemote } from '../test/support/workers.ts'
-import { median } from './stats.ts'
+import { median, microsPerCall } from './stats.ts'
 
 export interface StoreRow {
   readonly backend: string
@@ -55,12 +55,6 @@ interface Fixture {
     Scope.Scope
   >
   readonly dispose: () => Promise<void>
-}
-
-const timeEach = async (count: number, operation: (i: number) => Promise<unknown>) => {
-  const start = performance.now()
-  for (let i = 0; i < count; i++) await operation(i)
-  return ((performance.now() - start) * 1000) / count
 }
 
 const Row = Schema.Struct({ v: Schema.String })
@@ -194,14 +188,14 @@ export const benchStores = async (options: { readonly rounds: number; readonly p
       into.push((fixture.roundTrips?.count() ?? 0) - before)
     }
     for (let round = 0; round < options.rounds; round++) {
-      replay.raw.push(await timeEach(options.perRound, counting(replay.rawTrips, (i) => Effect.runPromise(raw.read(i)))))
-      replay.ours.push(await timeEach(options.perRound, counting(replay.oursTrips, () => call(`${prefix}-recorded`))))
-      storeAlone.push(await timeEach(options.perRound, claimRecorded))
+      replay.raw.push(await microsPerCall(options.perRound, counting(replay.rawTrips, (i) => Effect.runPromise(raw.read(i)))))
+      replay.ours.push(await microsPerCall(options.perRound, counting(replay.oursTrips, () => call(`${prefix}-recorded`))))
+      storeAlone.push(await microsPerCall(options.perRound, claimRecorded))
       apply.raw.push(
-        await timeEach(options.perRound, counting(apply.rawTrips, (i) =>
+        await microsPerCall(options.perRound, counting(apply.rawTrips, (i) =>
           Effect.runPromise(Effect.all([raw.insert(i * 2), raw.insert(i * 2 + 1)], { discard: true })))),
       )
-      apply.ours.push(await timeEach(options.perRound, counting(apply.oursTrips, () => call(`${prefix}-new-${fresh++}`))))
+      apply.ours.push(await microsPerCall(options.perRound, counting(apply.oursTrips, () => call(`${prefix}-new-${fresh++}`))))
     }
     rows.push({ ...row(fixture, 'replay (recorded key) vs 1 raw read', replay), storeMicros: median(storeAlone) })
     rows.push(row(fixture, 'first application vs 2 raw round trips', apply))
