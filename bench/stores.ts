@@ -6,7 +6,8 @@
  * application. The requests each side sends are counted at the driver
  * (statements through `effect/sql`, commands and scripts through `Redis`).
  *
- * Rounds alternate raw and ours; the table reports the median of the rounds.
+ * Rounds alternate which side is timed first; the table reports the median of
+ * the rounds.
  */
 import { DatabaseSync } from 'node:sqlite'
 import { mkdtempSync } from 'node:fs'
@@ -187,15 +188,24 @@ export const benchStores = async (options: { readonly rounds: number; readonly p
       await operation(i)
       into.push((fixture.roundTrips?.count() ?? 0) - before)
     }
+    const timed = (into: Array<number>, operation: (i: number) => Promise<unknown>) => async () => {
+      into.push(await microsPerCall(options.perRound, operation))
+    }
+    const replaySteps = [
+      timed(replay.raw, counting(replay.rawTrips, (i) => Effect.runPromise(raw.read(i)))),
+      timed(replay.ours, counting(replay.oursTrips, () => call(`${prefix}-recorded`))),
+      timed(storeAlone, claimRecorded),
+    ]
+    const applySteps = [
+      timed(apply.raw, counting(apply.rawTrips, (i) =>
+        Effect.runPromise(Effect.all([raw.insert(i * 2), raw.insert(i * 2 + 1)], { discard: true })))),
+      timed(apply.ours, counting(apply.oursTrips, () => call(`${prefix}-new-${fresh++}`))),
+    ]
+    // Odd rounds time ours first, so that neither side always runs right after the other's.
     for (let round = 0; round < options.rounds; round++) {
-      replay.raw.push(await microsPerCall(options.perRound, counting(replay.rawTrips, (i) => Effect.runPromise(raw.read(i)))))
-      replay.ours.push(await microsPerCall(options.perRound, counting(replay.oursTrips, () => call(`${prefix}-recorded`))))
-      storeAlone.push(await microsPerCall(options.perRound, claimRecorded))
-      apply.raw.push(
-        await microsPerCall(options.perRound, counting(apply.rawTrips, (i) =>
-          Effect.runPromise(Effect.all([raw.insert(i * 2), raw.insert(i * 2 + 1)], { discard: true })))),
-      )
-      apply.ours.push(await microsPerCall(options.perRound, counting(apply.oursTrips, () => call(`${prefix}-new-${fresh++}`))))
+      for (const steps of [replaySteps, applySteps]) {
+        for (const step of round % 2 === 0 ? steps : steps.toReversed()) await step()
+      }
     }
     rows.push({ ...row(fixture, 'replay (recorded key) vs 1 raw read', replay), storeMicros: median(storeAlone) })
     rows.push(row(fixture, 'first application vs 2 raw round trips', apply))
