@@ -95,8 +95,14 @@ const guardStream = (
       }
       return chunk
     }
+    // Made once per stream, and the adapter's own result handed on, so that a chunk costs no allocation here.
+    const checked = (result: IteratorResult<StreamChunk>): IteratorResult<StreamChunk> => {
+      if (result.done === true) return result
+      const chunk = check(result.value)
+      return chunk === result.value ? result : { done: false, value: chunk }
+    }
     return {
-      next: () => iterator.next().then((result) => result.done === true ? result : { done: false, value: check(result.value) }),
+      next: () => iterator.next().then(checked),
       return: (value?: unknown) => iterator.return?.(value) ?? Promise.resolve({ done: true, value }),
       throw: (error?: unknown) => iterator.throw?.(error) ?? Promise.reject(error)
     }
