@@ -32,8 +32,7 @@ import type { SqlError } from "effect/sql/SqlError"
  * database in memory, watches the file's write-ahead log until the watch
  * fails or the effect is interrupted: it calls `wrote` once when it starts
  * watching, then after any connection, in any process, writes to the log
- * (this one's too). `transactionsEnded` counts the transactions this
- * connection ended, so that a watcher can tell its own writes.
+ * (this one's too).
  */
 export class SqliteDirect extends Context.Service<SqliteDirect, {
   readonly readNow: <Row extends object>(
@@ -46,7 +45,6 @@ export class SqliteDirect extends Context.Service<SqliteDirect, {
     params: ReadonlyArray<string | number | null>,
     observe: ((sql: string) => void) | undefined
   ) => Effect.Effect<ReadonlyArray<Row>, SqlError>
-  readonly transactionsEnded: () => number
   readonly watchLog: ((wrote: () => void) => Effect.Effect<never, unknown>) | undefined
 }>()("@tanstack/ai-effect/internal/SqliteDirect") {}
 

@@ -12,13 +12,13 @@
  * fiber, since it is synchronous reads.
  *
  * A commit's pages reach the log before the log's index says they are
- * committed (the sync of the file comes between), so after a write it did
- * not make, the process looks again 1, 3, 10, 30, 100, 300 and 1,000
- * milliseconds later (a look that finds no other connection committed is
- * one pragma; after its own writes, which the log hears too, it does not
- * look again). The poll stays behind it: for a commit slower than that, for
- * one heard in the same event as this connection's own and not visible yet
- * (the next write or poll finds it), and for a watch that fails.
+ * committed (the sync of the file comes between), so after any write it
+ * hears, the process looks again 1, 3, 10, 30, 100, 300 and 1,000
+ * milliseconds later; a look that finds no other connection committed is
+ * one pragma. It looks again after its own writes too: the watch hears
+ * writes, not whose they are, and another connection's commit heard in the
+ * same event as this one's may not be visible yet. The poll stays behind
+ * it: for a commit slower than that, and for a watch that fails.
  */
 import { type Cause, Deferred, Effect, Exit, Latch, Schedule } from "effect"
 import type { SqlError } from "effect/sql/SqlError"
@@ -61,7 +61,6 @@ export const watchSqliteTails = (
     const everyTail = Latch.makeUnsafe(false)
     const failed = Deferred.makeUnsafe<never, SqlError>()
     let version: unknown
-    let transactionsEnded = direct.transactionsEnded()
 
     /**
      * Announces what another connection committed past the marks: `"same"`
@@ -104,13 +103,9 @@ export const watchSqliteTails = (
       }, lookAgainAfter[step])
     }
     const heard = () => {
-      const looked = look()
-      const ended = direct.transactionsEnded()
-      const ours = ended !== transactionsEnded
-      transactionsEnded = ended
+      look()
       clearTimeout(timer)
-      // A write this connection did not make may be a commit not visible yet, or the next one after it.
-      if (looked !== "same" || !ours) lookAgain(0)
+      lookAgain(0)
     }
 
     yield* Effect.forkScoped(Effect.forever(Effect.andThen(

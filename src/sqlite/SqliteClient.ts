@@ -117,8 +117,6 @@ const makeConnection = (filename: string) =>
     let pending: Array<PendingWrite> = []
     /** The end of the explicit transaction in progress. */
     let transactionEnd: Deferred.Deferred<void> | undefined
-    /** How many transactions this connection has ended, each a write to the file's write-ahead log. */
-    let transactionsEnded = 0
 
     // All pending writes in one transaction, each answered once it commits.
     const commitPending = () => {
@@ -154,7 +152,6 @@ const makeConnection = (filename: string) =>
         }
         return failAll(cause)
       }
-      transactionsEnded++
       writes.forEach((write, index) => Deferred.doneUnsafe(write.done, answers[index]!))
     }
     // Writes of a closing layer still commit.
@@ -221,7 +218,6 @@ const makeConnection = (filename: string) =>
             Effect.sync(() => {
               const ended = transactionEnd
               transactionEnd = undefined
-              transactionsEnded++
               if (ended !== undefined) Deferred.doneUnsafe(ended, Exit.void)
             })
         )
@@ -258,7 +254,6 @@ const makeConnection = (filename: string) =>
           // The caller's statement names the columns of Row.
           return runOutside(sql, () => prepared(sql), params, false) as Effect.Effect<ReadonlyArray<Row>, SqlError>
         }),
-      transactionsEnded: () => transactionsEnded,
       // A commit appends its pages to the write-ahead log, which lives beside the file while a connection is open
       // (this one).
       watchLog: filename === ":memory:" ? undefined : (wrote) =>
