@@ -63,18 +63,18 @@ export const watchSqliteTails = (
     let version: unknown
 
     /**
-     * Announces what another connection committed past the marks: `"same"`
-     * when none committed since the last look, `"unknown"` when this
-     * connection cannot read at once.
+     * Announces what another connection committed past the marks, if one
+     * committed since the last look. A connection that cannot read at once
+     * leaves it to the next look or the poll.
      */
-    const look = (): "announced" | "same" | "unknown" => {
+    const look = (): void => {
       const current = direct.readNow<{ readonly data_version: unknown }>("PRAGMA data_version", [], observe)
-      if (current === undefined) return "unknown"
+      if (current === undefined) return
       if (Exit.isFailure(current)) return fail(current.cause)
       const now = current.value[0]?.data_version
-      if (now === version) return "same"
+      if (now === version) return
       const rows = direct.readNow<WrittenRow>(written, [marks.runs, marks.chunks], observe)
-      if (rows === undefined) return "unknown"
+      if (rows === undefined) return
       if (Exit.isFailure(rows)) return fail(rows.cause)
       version = now
       for (const row of rows.value) {
@@ -88,11 +88,9 @@ export const watchSqliteTails = (
           marks[table] = mark
         }
       }
-      return "announced"
     }
     const fail = (cause: Cause.Cause<SqlError>) => {
       Deferred.doneUnsafe(failed, Exit.failCause(cause))
-      return "unknown" as const
     }
 
     let timer: ReturnType<typeof setTimeout> | undefined
