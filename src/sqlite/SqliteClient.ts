@@ -51,14 +51,16 @@ const whileLocked = { while: isLocked, schedule: Schedule.jittered(Schedule.spac
 /** A statement that writes, and so may share a group commit. Anything else (a read, DDL, a PRAGMA) runs alone. */
 const isWrite = (sql: string) => /^\s*(?:INSERT|UPDATE|DELETE|REPLACE)\b/i.test(sql)
 
-/** Rows are objects or arrays as the caller asked; SqlConnection types them loosely. */
+/**
+ * Rows are objects or arrays as the caller asked; SqlConnection types them
+ * loosely. `all` runs a statement without rows too (it answers none), where
+ * asking the statement for its columns first costs about as much as a read.
+ */
 const rowsOf = (statement: StatementSync, params: ReadonlyArray<unknown>, arrays: boolean): ReadonlyArray<any> => {
   statement.setReturnArrays(arrays)
   // Parameters come from the statement compiler, which only emits SQLite values.
-  const args = params as Array<any>
-  if (statement.columns().length > 0) return statement.all(...args).map((row) => arrays ? row : { ...row })
-  statement.run(...args)
-  return []
+  const rows = statement.all(...(params as Array<any>))
+  return arrays ? rows : rows.map((row) => ({ ...row }))
 }
 
 /** A write waiting for its group commit. */
