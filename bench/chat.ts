@@ -13,7 +13,7 @@ import * as AI from '@tanstack/ai-effect'
 import { type ScriptedTurn, scriptedText } from '@tanstack/ai-effect/testing'
 import { Duration, Effect, Exit, Layer, ManagedRuntime, Schema, Scope, Stream } from 'effect'
 import { fromAsyncIterableBatched } from '../src/internal/batched.ts'
-import { median, microsPerCall } from './stats.ts'
+import { inRoundOrder, median, microsPerCall } from './stats.ts'
 
 export interface PairResult {
   readonly case: string
@@ -360,7 +360,7 @@ export const benchMemory = async (options: { readonly quick: boolean }) => {
   const oursPeaks: Array<number> = []
   const sides = [[rawRun, rawPeaks], [oursRun, oursPeaks]] as const
   for (let round = 0; round < (options.quick ? 3 : 9); round++) {
-    for (const [run, into] of round % 2 === 0 ? sides : [...sides].reverse()) into.push(await run())
+    for (const [run, into] of inRoundOrder(round, sides)) into.push(await run())
   }
   await runtime.dispose()
 

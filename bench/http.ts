@@ -22,7 +22,7 @@ import { createInterface } from 'node:readline'
 import autocannon from 'autocannon'
 import { chatRequestBody } from '../test/support/agui.ts'
 import { cpuMicros } from './cpu.ts'
-import { median } from './stats.ts'
+import { inRoundOrder, median } from './stats.ts'
 import { freePort } from '../test/support/services.ts'
 
 export interface HttpRow {
@@ -130,7 +130,7 @@ export const benchHttp = async (options: { readonly quick: boolean }): Promise<R
       // A short warm-up of each, then rounds that alternate their order.
       for (const kind of kinds) await load(servers[kind].url, question, 1, connections)
       for (let round = 0; round < rounds; round++) {
-        for (const kind of round % 2 === 0 ? kinds : [...kinds].reverse()) {
+        for (const kind of inRoundOrder(round, kinds)) {
           const server = servers[kind]
           const cpuBefore = cpuMicros(server.child.pid!)
           const result = await load(server.url, question, seconds, connections)

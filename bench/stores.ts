@@ -24,7 +24,7 @@ import { noteDef, pgClient, redisClient } from '../test/support/backends.ts'
 import { countRedisCommands, countStatements, type RoundTrips } from '../test/support/roundTrips.ts'
 import { missing, startPostgres, startRedis, type TestServer } from '../test/support/services.ts'
 import { runWorker, startRemote } from '../test/support/workers.ts'
-import { median, microsPerCall } from './stats.ts'
+import { inRoundOrder, median, microsPerCall } from './stats.ts'
 
 export interface StoreRow {
   readonly backend: string
@@ -204,7 +204,7 @@ export const benchStores = async (options: { readonly rounds: number; readonly p
     // Odd rounds time ours first, so that neither side always runs right after the other's.
     for (let round = 0; round < options.rounds; round++) {
       for (const steps of [replaySteps, applySteps]) {
-        for (const step of round % 2 === 0 ? steps : steps.toReversed()) await step()
+        for (const step of inRoundOrder(round, steps)) await step()
       }
     }
     rows.push({ ...row(fixture, 'replay (recorded key) vs 1 raw read', replay), storeMicros: median(storeAlone) })
