@@ -42,6 +42,28 @@ describe("AI.EffectKey.canonicalJson", () => {
     expect(AI.EffectKey.canonicalJson([decomposed])).toEqual(Result.succeed(`["${composed}"]`))
   })
 
+  it("escapes strings and keys as JSON does, so that the text reads back as the input", () => {
+    const input = {
+      'quote " and \\ backslash': "tab\t, newline\n, NUL\u0000, DEL\u007f",
+      "\u2028 separator": ["emoji 🎉", "lone \ud800 surrogate", -0, 1e21, Number.NaN, null, true]
+    }
+    const result = AI.EffectKey.canonicalJson(input)
+    // The keys are in sorted order already: "q" comes before U+2028.
+    expect(result).toEqual(Result.succeed(JSON.stringify(input)))
+    expect(JSON.parse(Result.getOrThrow(result))).toEqual(JSON.parse(JSON.stringify(input)))
+  })
+
+  it("writes values nested 100,000 levels deep without overflowing the stack", () => {
+    let deep: unknown = "leaf"
+    // JSON.stringify itself overflows at this depth, so the expected text is built alongside.
+    let expected = `"leaf"`
+    for (let level = 0; level < 100_000; level++) {
+      deep = level % 2 === 0 ? [deep] : { next: deep }
+      expected = level % 2 === 0 ? `[${expected}]` : `{"next":${expected}}`
+    }
+    expect(AI.EffectKey.canonicalJson(deep)).toEqual(Result.succeed(expected))
+  })
+
   it("accepts a value that appears twice without being a cycle", () => {
     const shared = { id: 1 }
     expect(AI.EffectKey.canonicalJson({ a: shared, b: shared })).toEqual(Result.succeed(`{"a":{"id":1},"b":{"id":1}}`))
