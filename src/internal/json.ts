@@ -146,6 +146,7 @@ class Walk {
     }
   }
 
+  /** The canonical JSON of `root`; a walk that only checks answers a text of no use, and fails where `root` has no JSON form. */
   write(root: unknown): string {
     const first = this.open(root, undefined, "")
     if (first === omitted) return "null"
