@@ -8,6 +8,7 @@
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { DatabaseSync } from "node:sqlite"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { DurableEngine } from "@tanstack/ai-effect/durable"
 import { type FakeOpenAIServer, type FakeReply, type ResponsesRequest, startFakeOpenAI } from "@tanstack/ai-effect/testing"
@@ -83,6 +84,22 @@ describe.skipIf(missing("postgres") !== undefined)("a durable run across a crash
     })
   }, 120_000)
 
+  /**
+   * A new process on the run's store lists the approval the run waits for,
+   * then answers it; the run finishes, with the refund applied once if it
+   * was approved, and the model asked twice in all.
+   */
+  const answeredAfterRestart = async (runId: string, model: FakeOpenAIServer, approved: boolean, storeOf: Partial<DurableWorkerConfig> = {}) => {
+    const restarted = startDurableWorker(configFor(runId, model.baseURL, { ...storeOf, start: false, approve: { toolCallId: "call_refund", approved } }))
+    // The new process reads what the run waits for before it answers.
+    await restarted.printed(`pending ${JSON.stringify(["call_refund"])}`)
+    const exit = await restarted.exit()
+    expect(exit).toMatchObject({ _tag: "Success" })
+    expect(exit.value.text).toBe(`Refund: ${JSON.stringify(approved ? { refunded: true } : { error: "User declined tool execution" })}`)
+    expect(remote.applied.get("refund-A-100")).toBe(approved ? 1 : undefined)
+    expect(model.requests).toHaveLength(2)
+  }
+
   for (const approved of [true, false]) {
     it(`a run waiting for approval survives its process: a new process lists the pending approval and ${approved ? "approves it, and the tool runs exactly once" : "declines it, and the tool never runs"}`, async () => {
       await withModel(refundModel, async (model) => {
@@ -93,14 +110,7 @@ describe.skipIf(missing("postgres") !== undefined)("a durable run across a crash
         await first.exited
         expect(remote.applied.get("refund-A-100")).toBeUndefined()
 
-        const restarted = startDurableWorker(configFor(runId, model.baseURL, { start: false, approve: { toolCallId: "call_refund", approved } }))
-        // The new process reads what the run waits for before it answers.
-        await restarted.printed(`pending ${JSON.stringify(["call_refund"])}`)
-        const exit = await restarted.exit()
-        expect(exit).toMatchObject({ _tag: "Success" })
-        expect(exit.value.text).toBe(`Refund: ${JSON.stringify(approved ? { refunded: true } : { error: "User declined tool execution" })}`)
-        expect(remote.applied.get("refund-A-100")).toBe(approved ? 1 : undefined)
-        expect(model.requests).toHaveLength(2)
+        await answeredAfterRestart(runId, model, approved)
       })
     }, 120_000)
   }
@@ -156,28 +166,46 @@ describe.skipIf(missing("postgres") !== undefined)("a durable run across a crash
     // The layer's own settings: the dead runner's session, and with it its advisory locks, end with its process.
     ownerKilled("run-two-single-runners", async () => ({ kind: "single", port: await freePort() })), 30_000)
 
-  for (const store of ["PostgreSQL", "SQLite"] as const) {
-  const onStore = (): Partial<DurableWorkerConfig> =>
-    store === "SQLite" ? { sqlite: join(mkdtempSync(join(tmpdir(), "ai-effect-durable-")), "runs.db") } : {}
-
-  it(`on ${store}: the worker dies inside a model turn; a new process requests that turn once more, and nothing else repeats`, async () => {
+  /**
+   * The first worker (with `firstOnly`'s settings) is killed inside turn 1 of
+   * the run; a new process on the same store resumes it: that turn is
+   * requested once more, and no other turn or effect repeats.
+   */
+  const resumesAfterKillInTurn = async (runId: string, storeOf: Partial<DurableWorkerConfig>, firstOnly: Partial<DurableWorkerConfig> = {}) => {
     const { policy, held } = holdingTurn(1)
     await withModel(policy, async (model) => {
-      const storeOf = onStore()
-      const first = startDurableWorker(configFor("run-crash-in-turn", model.baseURL, storeOf))
+      const first = startDurableWorker(configFor(runId, model.baseURL, { ...storeOf, ...firstOnly }))
       await held
       first.child.kill("SIGKILL")
       await first.exited
 
-      const resumed = startDurableWorker(configFor("run-crash-in-turn", model.baseURL, { ...storeOf, start: false }))
+      const resumed = startDurableWorker(configFor(runId, model.baseURL, { ...storeOf, start: false }))
       expect(await resumed.exit()).toMatchObject({ _tag: "Success", value: { text: "A-100 has shipped, and ada knows." } })
       expect(requestsPerTurn(model.requests)).toEqual([1, 2, 1])
       expect(remote.applied.get("lookup-A-100")).toBe(1)
       expect(remote.applied.get("notify-ada")).toBe(1)
     })
-  }, 120_000)
+  }
+
+  for (const store of ["PostgreSQL", "SQLite"] as const) {
+  const onStore = (): Partial<DurableWorkerConfig> =>
+    store === "SQLite" ? { sqlite: join(mkdtempSync(join(tmpdir(), "ai-effect-durable-")), "runs.db") } : {}
+
+  it(`on ${store}: the worker dies inside a model turn; a new process requests that turn once more, and nothing else repeats`, () =>
+    resumesAfterKillInTurn("run-crash-in-turn", onStore()), 120_000)
 
   if (store === "SQLite") {
+    /** Resolves once the engine marked the file's one run request processed, as it does when the run suspends. */
+    const suspendedIn = async (file: string) => {
+      const db = new DatabaseSync(file, { readOnly: true })
+      try {
+        const processed = db.prepare("SELECT processed FROM cluster_messages WHERE tag = 'run'")
+        while (processed.get()?.processed !== 1) await new Promise((resolve) => setTimeout(resolve, 20))
+      } finally {
+        db.close()
+      }
+    }
+
     it("on SQLite: the worker dies right after the effect tool's effect; a restarted process resumes the run: no finished turn is requested again, the effect is applied once", async () => {
       await withModel(ordersModel(), async (model) => {
         const storeOf = onStore()
@@ -187,6 +215,24 @@ describe.skipIf(missing("postgres") !== undefined)("a durable run across a crash
         expect(await resumed.exit()).toMatchObject({ _tag: "Success", value: { text: "A-100 has shipped, and ada knows." } })
         expect(requestsPerTurn(model.requests)).toEqual([1, 1, 1])
         expect(remote.applied.get("notify-ada")).toBe(1)
+      })
+    }, 120_000)
+
+    it("on SQLite: a file written with effect's 300 shards, its worker killed inside a model turn; a process on the layer's one shard resumes the run, and nothing else repeats", () =>
+      resumesAfterKillInTurn("run-sqlite-300-shards", onStore(), { shardsPerGroup: 300 }), 120_000)
+
+    it("on SQLite: a run waiting for approval in a file written with effect's 300 shards; a process on the layer's one shard lists and approves it, and the run finishes with the tool run exactly once", async () => {
+      await withModel(refundModel, async (model) => {
+        const storeOf = onStore()
+        const runId = "run-sqlite-300-shards-approval"
+        const first = startDurableWorker(configFor(runId, model.baseURL, { ...storeOf, shardsPerGroup: 300 }))
+        await first.printed("approval call_refund")
+        // Killed once the engine recorded the run as suspended: the answer then resets its processed request, in its old shard.
+        await suspendedIn(storeOf.sqlite!)
+        first.child.kill("SIGKILL")
+        await first.exited
+
+        await answeredAfterRestart(runId, model, true, storeOf)
       })
     }, 120_000)
   }

@@ -34,6 +34,8 @@ export interface DurableWorkerConfig {
   readonly postgres: string
   /** Runs on this SQLite file instead (the engine, the run store and the effects), with a 1 s engine lock lease. */
   readonly sqlite?: string
+  /** The SQLite engine's shard count, where not the layer's own: 300 writes a file as versions before one shard did. */
+  readonly shardsPerGroup?: number
   readonly model: string
   readonly remote: string
   readonly runId: string
@@ -109,7 +111,11 @@ const onPostgres = agentLayer.pipe(
 )
 
 const live: Layer.Layer<DurableAgent.DurableServices | DurableAgent.RunChunks | AI.StreamLog | AI.ThreadStore, unknown> = config.sqlite === undefined ? onPostgres : agentLayer.pipe(
-  Layer.provideMerge(DurableEngine.layerSqlite({ filename: config.sqlite, lockLease: Duration.seconds(1) })),
+  Layer.provideMerge(DurableEngine.layerSqlite({
+    filename: config.sqlite,
+    lockLease: Duration.seconds(1),
+    ...(config.shardsPerGroup === undefined ? {} : { shardingConfig: { shardsPerGroup: config.shardsPerGroup } })
+  })),
   Layer.provide(layerSqlite({ filename: config.sqlite }))
 )
 
