@@ -218,10 +218,11 @@ export interface SqliteEngineOptions extends SingleRunnerOptions {
  * {@link layerSocketRunner}).
  *
  * With one runner per file, the runner keeps its runs in one shard
- * (`shardsPerGroup` 1, where effect's default of 300 made each read of
- * storage name 300 shards): a run took 10–16% less. A file written with
- * more shards has its messages moved to the one shard as the layer starts,
- * so that its unfinished runs resume.
+ * (`shardsPerGroup` 1 whatever `SHARDS_PER_GROUP` says, where effect's
+ * default of 300 made each read of storage name 300 shards): a run took
+ * 10–16% less. A file written with more shards has its messages moved to
+ * the one shard as the layer starts, so that its unfinished runs resume.
+ * Another count in `shardingConfig` moves nothing.
  *
  * @example
  * ```ts
