@@ -12,13 +12,18 @@
  * table of its own after one read of what it recorded before (what a
  * replay needs): what a durable step costs as one write, the anchor that
  * DBOS sets, next to what the engine's activity protocol costs.
+ *
+ * The empty workflow also runs on a runner with one shard, against effect's
+ * 300 in the same rounds (each on storage of its own): each read of storage
+ * names every shard the runner holds in its text, with the read's time, so
+ * no driver keeps the statement prepared.
  */
 import * as NodeCrypto from '@effect/platform-node/NodeCrypto'
 import { layerSqliteClient } from '@tanstack/ai-effect/sqlite'
-import { Effect, Layer, ManagedRuntime, Schema } from 'effect'
+import { Context, Effect, Layer, ManagedRuntime, Schema } from 'effect'
 import { ClusterWorkflowEngine, SingleRunner } from 'effect/cluster'
 import { SqlClient } from 'effect/sql/SqlClient'
-import { Activity, Workflow } from 'effect/workflow'
+import { Activity, Workflow, type WorkflowEngine } from 'effect/workflow'
 import { mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -69,6 +74,10 @@ export interface EngineRow {
   readonly statementsPerRun: number
   readonly statementsPerStepsRun: number
   readonly statementsPerJournaledRun: number
+  /** A run with no activity on a runner with one shard, a run on effect's 300 in the same rounds, and their ratio. */
+  readonly oneShardRunMicros: number
+  readonly oneShardAgainstMicros: number
+  readonly oneShardRatio: number
   /** This process's CPU (user and system) per run: the runner's, and on SQLite the database's too. */
   readonly runnerCpuPerRun: number
   readonly runnerCpuPerStepsRun: number
@@ -80,20 +89,30 @@ export const engineSteps = steps
 /** Runs counted one at a time for their statements and CPU. */
 const countedRunCount = 40
 
-const engineCase = async (storage: string, client: Layer.Layer<SqlClient, unknown>, options: { readonly rounds: number; readonly iterations: number }): Promise<EngineRow> => {
+/** The workflows' layer on `SingleRunner` with SQL storage, with `shardsPerGroup` shards (effect's default where undefined). */
+const engineOf = <Out>(workflows: Layer.Layer<Out, never, WorkflowEngine.WorkflowEngine | SqlClient>, client: Layer.Layer<SqlClient, unknown>, shardsPerGroup?: number) =>
+  workflows.pipe(
+    Layer.provideMerge(ClusterWorkflowEngine.layer),
+    Layer.provide(SingleRunner.layer(shardsPerGroup === undefined ? undefined : { shardingConfig: { shardsPerGroup } })),
+    Layer.provide(NodeCrypto.layerDigest),
+    Layer.provideMerge(client),
+  )
+
+const engineCase = async (
+  storage: string,
+  client: Layer.Layer<SqlClient, unknown>,
+  oneShardClient: Layer.Layer<SqlClient, unknown>,
+  options: { readonly rounds: number; readonly iterations: number },
+): Promise<EngineRow> => {
   const statements = countStatements()
   const empty = workflowOf(0)
   const stepped = workflowOf(steps)
   const journaled = journaledOf(steps)
-  const runtime = ManagedRuntime.make(Layer.mergeAll(empty.layer, stepped.layer, journaled.layer).pipe(
-    Layer.provideMerge(ClusterWorkflowEngine.layer),
-    Layer.provide(SingleRunner.layer()),
-    Layer.provide(NodeCrypto.layerDigest),
-    Layer.provideMerge(client),
-    Layer.provide(statements.layer),
-  ))
+  const runtime = ManagedRuntime.make(engineOf(Layer.mergeAll(empty.layer, stepped.layer, journaled.layer), client).pipe(Layer.provide(statements.layer)))
+  const oneShard = ManagedRuntime.make(engineOf(empty.layer, oneShardClient, 1))
   let run = 0
-  const runOf = (workflow: IdWorkflow) => () => runtime.runPromise(workflow.execute({ id: `${storage}-${run++}` }))
+  const runOf = (workflow: IdWorkflow, on: ManagedRuntime.ManagedRuntime<WorkflowEngine.WorkflowEngine, unknown> = runtime) => () =>
+    on.runPromise(workflow.execute({ id: `${storage}-${run++}` }))
   /** The statements of one run, and this process's CPU per run over the same runs. */
   const countedRuns = async (workflow: IdWorkflow) => {
     const before = process.cpuUsage()
@@ -104,6 +123,7 @@ const engineCase = async (storage: string, client: Layer.Layer<SqlClient, unknow
   try {
     await runtime.runPromise(Effect.flatMap(Effect.service(SqlClient), (sql) =>
       sql`CREATE TABLE IF NOT EXISTS ${sql(journalTable)} (execution_id TEXT NOT NULL, step INTEGER NOT NULL, result TEXT NOT NULL, PRIMARY KEY (execution_id, step))`))
+    const onOneShard = await pair(`effect's engine on ${storage}, one shard`, undefined, options, runOf(empty.workflow), runOf(empty.workflow, oneShard))
     const timed = await pair(`effect's engine on ${storage}`, undefined, options, runOf(empty.workflow), runOf(stepped.workflow))
     const recordedItself = await pair(`effect's engine on ${storage}, steps the workflow records`, undefined, options, runOf(empty.workflow), runOf(journaled.workflow))
     const emptyRuns = await countedRuns(empty.workflow)
@@ -114,6 +134,9 @@ const engineCase = async (storage: string, client: Layer.Layer<SqlClient, unknow
       stepsMicros: timed.oursMicros,
       journaledMicros: recordedItself.oursMicros,
       journaledStepMicros: (recordedItself.oursMicros - recordedItself.rawMicros) / steps,
+      oneShardRunMicros: onOneShard.oursMicros,
+      oneShardAgainstMicros: onOneShard.rawMicros,
+      oneShardRatio: onOneShard.ratio,
       statementsPerRun: emptyRuns.statementsPerRun,
       statementsPerStepsRun: steppedRuns.statementsPerRun,
       statementsPerJournaledRun: (await countedRuns(journaled.workflow)).statementsPerRun,
@@ -122,14 +145,20 @@ const engineCase = async (storage: string, client: Layer.Layer<SqlClient, unknow
     }
   } finally {
     await runtime.dispose()
+    await oneShard.dispose()
   }
 }
 
 export const benchEngine = async (options: { readonly quick: boolean }): Promise<ReadonlyArray<EngineRow>> => {
   const sizes = { rounds: options.quick ? 3 : 7, iterations: options.quick ? 10 : 30 }
-  const rows = [await engineCase('SQLite', layerSqliteClient({ filename: join(mkdtempSync(join(tmpdir(), 'ai-effect-bench-engine-')), 'engine.db') }), sizes)]
+  const dir = mkdtempSync(join(tmpdir(), 'ai-effect-bench-engine-'))
+  const rows = [await engineCase('SQLite', layerSqliteClient({ filename: join(dir, 'engine.db') }), layerSqliteClient({ filename: join(dir, 'one-shard.db') }), sizes)]
   if (missing('postgres') === undefined) {
-    rows.push(await withPostgres((postgres) => engineCase('PostgreSQL', pgClient(postgres.url), sizes)))
+    rows.push(await withPostgres(async (postgres) => {
+      // The one-shard runner's storage: a database of its own on the same server.
+      await Effect.runPromise(Effect.scoped(Effect.flatMap(Layer.build(pgClient(postgres.url)), (context) => Context.get(context, SqlClient)`CREATE DATABASE one_shard`)))
+      return engineCase('PostgreSQL', pgClient(postgres.url), pgClient(postgres.url.replace(/\/postgres$/, '/one_shard')), sizes)
+    }))
   }
   return rows
 }
