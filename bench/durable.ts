@@ -1,9 +1,10 @@
 /**
  * What a durable run costs next to a plain one: the same agent run (a model
  * turn with a tool call, then an answer) through `AI.runAgent`, and through
- * `DurableAgent.run` on the memory engine, on SQLite and on PostgreSQL
- * (with effect's 300 shards, and with the one a deployment can choose),
- * where each model turn and tool call is a step the run records.
+ * `DurableAgent.run` on the memory engine, on SQLite and on PostgreSQL,
+ * where each model turn and tool call is a step the run records; and on
+ * PostgreSQL, a runner with one shard (a count a deployment can choose)
+ * against one with effect's 300, in the same rounds.
  * Both ask the fake OpenAI server on 127.0.0.1 through the real adapter, as
  * a deployment asks its provider (minus the provider's own time). On SQL,
  * the statements a run sends are counted at the driver.
@@ -14,8 +15,9 @@ import { type FakeReply, type ResponsesRequest, scriptedText, startFakeOpenAI } 
 import { createOpenaiChat } from '@tanstack/ai-openai'
 import { layerSqlStreamLog, layerSqlThreadStore } from '@tanstack/ai-effect/sql'
 import { layerSqlite, layerSqliteStreamLog, layerSqliteThreadStore } from '@tanstack/ai-effect/sqlite'
-import { Effect, Layer, ManagedRuntime, Stream, Tracer } from 'effect'
+import { Context, Effect, Layer, ManagedRuntime, Stream, Tracer } from 'effect'
 import * as ShardingConfig from 'effect/cluster/ShardingConfig'
+import { SqlClient } from 'effect/sql/SqlClient'
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
 import { mkdtempSync } from 'node:fs'
@@ -130,27 +132,57 @@ export const benchDurable = async (options: { readonly quick: boolean }): Promis
   ]
   if (missing('postgres') === undefined) {
     results.push(
-      ...await withPostgres(async (postgres) => {
-        const onPostgres = (name: string, options: DurableEngine.SingleRunnerOptions, target?: number) =>
-          durableCase(
-            `a run of 2 model turns and 1 tool call: DurableAgent.run on PostgreSQL${name} vs AI.runAgent`,
-            (counter) => DurableEngine.layerSingleRunner(options).pipe(Layer.provide(pgClient(postgres.url)), Layer.provide(counter)),
-            {
-              ...sizes,
-              chatStores: (counter) =>
-                Layer.merge(layerSqlStreamLog(), layerSqlThreadStore()).pipe(Layer.provide(pgClient(postgres.url)), Layer.provide(counter)),
-              ...(target === undefined ? {} : { target }),
-            },
-          )
-        return [
-          await onPostgres('', {}, 3),
-          // The count a deployment can choose before its first run (docs/durable-runs.md): each read of storage names one shard, not effect's 300.
-          await onPostgres(' with one shard (shardsPerGroup: 1)', { shardingConfig: { shardsPerGroup: 1 } }),
-        ]
-      }),
+      await withPostgres((postgres) =>
+        durableCase(
+          'a run of 2 model turns and 1 tool call: DurableAgent.run on PostgreSQL vs AI.runAgent',
+          (counter) => DurableEngine.layerSingleRunner().pipe(Layer.provide(pgClient(postgres.url)), Layer.provide(counter)),
+          {
+            ...sizes,
+            chatStores: (counter) =>
+              Layer.merge(layerSqlStreamLog(), layerSqlThreadStore()).pipe(Layer.provide(pgClient(postgres.url)), Layer.provide(counter)),
+            target: 3,
+          },
+        )),
     )
   }
   return results
+}
+
+/** A database of its own on the server, for a second runner beside the first: its URL. */
+export const secondDatabase = async (postgres: TestServer, name: string): Promise<string> => {
+  await Effect.runPromise(Effect.scoped(Effect.flatMap(Layer.build(pgClient(postgres.url)), (context) => Context.get(context, SqlClient)`CREATE DATABASE ${Context.get(context, SqlClient)(name)}`)))
+  return postgres.url.replace(/\/postgres$/, `/${name}`)
+}
+
+/**
+ * The bench's durable run on PostgreSQL with one shard (`shardsPerGroup: 1`,
+ * a count a deployment chooses before its first run) against effect's 300,
+ * in the same rounds, each runner on a database of its own: each read of
+ * storage names every shard its runner holds.
+ */
+export const benchDurableShards = async (options: { readonly quick: boolean }): Promise<PairResult | undefined> => {
+  if (missing('postgres') !== undefined) return undefined
+  const sizes = { rounds: options.quick ? 3 : 7, iterations: options.quick ? 10 : 30 }
+  const server = await startFakeOpenAI(model)
+  const durable = DurableAgent.make(defineOrders(server.baseURL))
+  let run = 0
+  try {
+    return await withPostgres(async (postgres) => {
+      const runnerOn = (url: string, shards: DurableEngine.SingleRunnerOptions) =>
+        ManagedRuntime.make(durable.layer.pipe(Layer.provideMerge(DurableEngine.layerSingleRunner(shards).pipe(Layer.provide(pgClient(url))))))
+      const onEffects = runnerOn(postgres.url, {})
+      const onOne = runnerOn(await secondDatabase(postgres, 'one_shard'), { shardingConfig: { shardsPerGroup: 1 } })
+      const runOn = (runtime: typeof onEffects) => () => runtime.runPromise(durable.run({ runId: `bench-shards-${run++}`, messages }))
+      try {
+        return await pair('DurableAgent.run on PostgreSQL, one shard against effect\'s 300', undefined, sizes, runOn(onEffects), runOn(onOne))
+      } finally {
+        await onEffects.dispose()
+        await onOne.dispose()
+      }
+    })
+  } finally {
+    await server.close()
+  }
 }
 
 /** Durable runs streamed at once in one process: the time per run against one run streamed at a time. */

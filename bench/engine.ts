@@ -20,7 +20,7 @@
  */
 import * as NodeCrypto from '@effect/platform-node/NodeCrypto'
 import { layerSqliteClient } from '@tanstack/ai-effect/sqlite'
-import { Context, Effect, Layer, ManagedRuntime, Schema } from 'effect'
+import { Effect, Layer, ManagedRuntime, Schema } from 'effect'
 import { ClusterWorkflowEngine, SingleRunner } from 'effect/cluster'
 import { SqlClient } from 'effect/sql/SqlClient'
 import { Activity, Workflow, type WorkflowEngine } from 'effect/workflow'
@@ -31,7 +31,7 @@ import { pgClient } from '../test/support/backends.ts'
 import { countStatements, requestsPerRun } from '../test/support/roundTrips.ts'
 import { missing, withPostgres } from '../test/support/services.ts'
 import { pair } from './chat.ts'
-import { stepsPerRun } from './durable.ts'
+import { secondDatabase, stepsPerRun } from './durable.ts'
 
 /** The steps of the bench's durable run, as activities that do nothing. */
 const steps = stepsPerRun
@@ -157,8 +157,7 @@ export const benchEngine = async (options: { readonly quick: boolean }): Promise
   if (missing('postgres') === undefined) {
     rows.push(await withPostgres(async (postgres) => {
       // The one-shard runner's storage: a database of its own on the same server.
-      await Effect.runPromise(Effect.scoped(Effect.flatMap(Layer.build(pgClient(postgres.url)), (context) => Context.get(context, SqlClient)`CREATE DATABASE one_shard`)))
-      return engineCase('PostgreSQL', pgClient(postgres.url), pgClient(postgres.url.replace(/\/postgres$/, '/one_shard')), sizes)
+      return engineCase('PostgreSQL', pgClient(postgres.url), pgClient(await secondDatabase(postgres, 'one_shard')), sizes)
     }))
   }
   return rows

@@ -10,7 +10,7 @@ import { cpus } from 'node:os'
 import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { benchAtMostOncePath, benchChat, benchMemory, benchSharing, type PairResult, settleCoreDevtools } from './chat.ts'
-import { benchDurable, benchDurableLoad, benchStreamsAtOnce, stepsPerRun } from './durable.ts'
+import { benchDurable, benchDurableLoad, benchDurableShards, benchStreamsAtOnce, stepsPerRun } from './durable.ts'
 import { benchEngine, engineSteps } from './engine.ts'
 import { benchResumable, benchWatchers } from './resumable.ts'
 import { benchHttp, type HttpRow } from './http.ts'
@@ -33,6 +33,10 @@ console.table(durable.map((row) => ({
   'statements per run': row.statementsPerRun ?? '—',
   'with the chat log and thread': row.statementsWithChatPerRun ?? '—',
 })))
+const durableShards = await benchDurableShards({ quick })
+if (durableShards !== undefined) {
+  console.log(`${durableShards.case}: ${durableShards.oursMicros.toFixed(0)} µs against ${durableShards.rawMicros.toFixed(0)} µs (${durableShards.ratio.toFixed(2)}x)`)
+}
 
 const engine = await benchEngine({ quick })
 console.table(engine.map((row) => ({
@@ -145,6 +149,7 @@ const results = {
   chat,
   atMostOnce,
   durable,
+  durableShards,
   engine,
   durableLoad,
   streamsAtOnce,
@@ -253,6 +258,12 @@ const table = [
         : `${row.statementsWithChatPerRun.toFixed(1)} (+${((row.statementsWithChatPerRun - row.statementsPerRun) / stepsPerRun).toFixed(2)})`
     } | ${row.target === undefined ? '' : `≤ ${row.target}x: ${met(row.ratio, row.target)}`} |`),
   '',
+  ...(durableShards === undefined ? [] : [
+    '| the same run on PostgreSQL, each runner on a database of its own, in the same rounds | effect\'s 300 shards | one shard (`shardsPerGroup: 1`, chosen before the first run) | ratio (spread) |',
+    '| --- | --- | --- | --- |',
+    `| a run of 2 model turns and 1 tool call | ${durableShards.rawMicros.toFixed(0)} µs | ${durableShards.oursMicros.toFixed(0)} µs | ${durableShards.ratio.toFixed(2)}x (${durableShards.ratioMin.toFixed(2)}–${durableShards.ratioMax.toFixed(2)}) |`,
+    '',
+  ]),
   `| effect's cluster engine alone (SingleRunner), no package code | a run, no activity | the same on one shard, against effect's 300 in the same rounds (ratio) | a run of ${engineSteps} activities that do nothing | per activity | the runner's CPU per activity | statements: run, of ${engineSteps} activities (per activity) | a run that records ${engineSteps} steps itself (an insert each), per step | its statements |`,
   '| --- | --- | --- | --- | --- | --- | --- | --- | --- |',
   ...engine.map((row) =>
