@@ -67,6 +67,12 @@ export interface DurableRow extends PairResult {
   readonly statementsWithChatPerRun?: number
 }
 
+/** The bench's agent run durably on `services`: its runtime, and a run of the bench's question under an id of its own. */
+const durableRuns = (durable: ReturnType<typeof ordersAgent>, services: Layer.Layer<DurableAgent.DurableServices, unknown>) => {
+  const runtime = ManagedRuntime.make(durable.layer.pipe(Layer.provideMerge(services)))
+  return { runtime, run: () => runtime.runPromise(durable.run({ runId: `bench-${crypto.randomUUID()}`, messages })) }
+}
+
 /** The steps of the bench's run: two model turns and one tool call (the run's end is no step). */
 export const stepsPerRun = 3
 
@@ -85,14 +91,9 @@ const durableCase = async (
   const server = await startFakeOpenAI(model)
   const agent = defineOrders(server.baseURL)
   const durable = DurableAgent.make(agent)
-  let run = 0
-  const runsOn = (services: Layer.Layer<DurableAgent.DurableServices, unknown>) => {
-    const runtime = ManagedRuntime.make(durable.layer.pipe(Layer.provideMerge(services)))
-    return { runtime, run: () => runtime.runPromise(durable.run({ runId: `bench-${Date.now()}-${run++}`, messages })) }
-  }
   try {
     const statements = countStatements()
-    const plain = runsOn(engineOf(statements.layer))
+    const plain = durableRuns(durable, engineOf(statements.layer))
     const measured = await (async () => {
       try {
         const timed = await pair(name, options.target, options, () => Effect.runPromise(Stream.runDrain(AI.runAgent(agent, { messages }))), plain.run)
@@ -104,7 +105,7 @@ const durableCase = async (
     })()
     if (options.chatStores === undefined) return measured
     const withChat = countStatements()
-    const chat = runsOn(Layer.merge(engineOf(withChat.layer), options.chatStores(withChat.layer)))
+    const chat = durableRuns(durable, Layer.merge(engineOf(withChat.layer), options.chatStores(withChat.layer)))
     try {
       return { ...measured, statementsWithChatPerRun: await requestsPerRun(withChat, chat.run) }
     } finally {
@@ -164,20 +165,18 @@ export const benchDurableShards = async (options: { readonly quick: boolean }): 
   if (missing('postgres') !== undefined) return undefined
   const sizes = { rounds: options.quick ? 3 : 7, iterations: options.quick ? 10 : 30 }
   const server = await startFakeOpenAI(model)
-  const durable = DurableAgent.make(defineOrders(server.baseURL))
-  let run = 0
+  const durable = ordersAgent(server.baseURL)
   try {
     return await withPostgres(async (postgres) => {
       const runnerOn = (url: string, shards: DurableEngine.SingleRunnerOptions) =>
-        ManagedRuntime.make(durable.layer.pipe(Layer.provideMerge(DurableEngine.layerSingleRunner(shards).pipe(Layer.provide(pgClient(url))))))
+        durableRuns(durable, DurableEngine.layerSingleRunner(shards).pipe(Layer.provide(pgClient(url))))
       const onEffects = runnerOn(postgres.url, {})
       const onOne = runnerOn(await secondDatabase(postgres, 'one_shard'), { shardingConfig: { shardsPerGroup: 1 } })
-      const runOn = (runtime: typeof onEffects) => () => runtime.runPromise(durable.run({ runId: `bench-shards-${run++}`, messages }))
       try {
-        return await pair('DurableAgent.run on PostgreSQL, one shard against effect\'s 300', undefined, sizes, runOn(onEffects), runOn(onOne))
+        return await pair('DurableAgent.run on PostgreSQL, one shard against effect\'s 300', undefined, sizes, onEffects.run, onOne.run)
       } finally {
-        await onEffects.dispose()
-        await onOne.dispose()
+        await onEffects.runtime.dispose()
+        await onOne.runtime.dispose()
       }
     })
   } finally {
